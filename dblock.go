@@ -1,0 +1,225 @@
+package dblock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Locker hands out locks stored in one lock table. It is safe for concurrent
+// use. It owns one background goroutine, which renews the leases of every
+// lock it holds; Close stops it, releases what is still held and waits.
+type Locker struct {
+	db      *sql.DB
+	d       dialect
+	dialect Dialect
+	cfg     config
+	log     *slog.Logger
+
+	mu     sync.Mutex
+	held   map[*Lock]struct{}
+	closed bool
+
+	kick      chan struct{} // wakes the heartbeat loop after a new lock
+	closing   chan struct{}
+	loopDone  chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New returns a Locker that keeps its locks in db. It sends no query: run
+// Migrate once (or dblock migrate) to create the table. The dialect is learned
+// from the driver (pgx stdlib, lib/pq, go-sql-driver/mysql) unless WithDialect
+// is given. Bad option values are errors wrapping ErrInvalidOption. The
+// Locker never closes db.
+func New(db *sql.DB, opts ...Option) (*Locker, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil *sql.DB", ErrInvalidOption)
+	}
+	c, err := buildConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	d, name, err := resolveDialect(db, c)
+	if err != nil {
+		return nil, err
+	}
+	l := &Locker{
+		db: db, d: d, dialect: name, cfg: c, log: c.logger,
+		held:     make(map[*Lock]struct{}),
+		kick:     make(chan struct{}, 1),
+		closing:  make(chan struct{}),
+		loopDone: make(chan struct{}),
+	}
+	go l.heartbeatLoop()
+	return l, nil
+}
+
+// Dialect reports the dialect in use.
+func (l *Locker) Dialect() Dialect { return l.dialect }
+
+// Table reports the lock table's name.
+func (l *Locker) Table() string { return l.cfg.table }
+
+// TTL reports the Locker's default lease.
+func (l *Locker) TTL() time.Duration { return l.cfg.ttl }
+
+// TryLock takes key if it is free (or expired, or already held under the same
+// Owner memo), or returns an error wrapping ErrLocked at once.
+func (l *Locker) TryLock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
+	lc, err := l.lockConfig(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	return l.try(ctx, key, lc)
+}
+
+// Lock takes key, waiting while another owner holds it, until ctx ends; the
+// error then wraps ctx.Err(). Waiters poll with jittered exponential backoff
+// (see WithRetry).
+func (l *Locker) Lock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
+	lc, err := l.lockConfig(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	b := newBackoff(l.cfg.retryMin, min(l.cfg.retryMax, lc.ttl/2))
+	for {
+		lk, err := l.try(ctx, key, lc)
+		if !errors.Is(err, ErrLocked) {
+			return lk, err
+		}
+		t := time.NewTimer(b.next())
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("dblock: waiting for %q: %w", key, ctxErr(ctx))
+		case <-l.closing:
+			t.Stop()
+			return nil, ErrClosed
+		}
+	}
+}
+
+// Do takes key (waiting as Lock does), runs fn, and releases the lock. fn's
+// context is cancelled if the lock is lost while fn runs; context.Cause then
+// wraps ErrLockLost with the reason. Do returns fn's error joined with any
+// error from releasing the lock (ErrNotHeld wrapping ErrLockLost when it was
+// lost), so a lost lock is never silent.
+func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...LockOption) error {
+	if fn == nil {
+		return fmt.Errorf("%w: nil function", ErrInvalidOption)
+	}
+	lk, err := l.Lock(ctx, key, opts...)
+	if err != nil {
+		return err
+	}
+	fctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(lk.ctx, func() { cancel(context.Cause(lk.ctx)) })
+	defer func() {
+		stop()
+		cancel(nil)
+	}()
+	ferr := fn(fctx)
+	return errors.Join(ferr, lk.Unlock(ctx))
+}
+
+// Close stops the heartbeat, releases every lock still held (their Err then
+// wraps ErrReleased and ErrClosed) and waits for the Locker's goroutine. It
+// is idempotent and never closes the *sql.DB.
+func (l *Locker) Close() error {
+	l.closeOnce.Do(func() {
+		l.mu.Lock()
+		l.closed = true
+		held := make([]*Lock, 0, len(l.held))
+		for lk := range l.held {
+			held = append(held, lk)
+		}
+		l.mu.Unlock()
+		close(l.closing)
+		<-l.loopDone
+		var errs []error
+		for _, lk := range held {
+			if err := lk.release(context.Background(), fmt.Errorf("%w: %w", ErrReleased, ErrClosed)); err != nil && !errors.Is(err, ErrNotHeld) {
+				errs = append(errs, err)
+			}
+		}
+		l.closeErr = errors.Join(errs...)
+	})
+	return l.closeErr
+}
+
+func (l *Locker) lockConfig(key string, opts []LockOption) (lockConfig, error) {
+	lc := lockConfig{ttl: l.cfg.ttl}
+	if err := ValidateKey(key); err != nil {
+		return lc, err
+	}
+	for _, o := range opts {
+		if o == nil {
+			return lc, fmt.Errorf("%w: nil LockOption", ErrInvalidOption)
+		}
+		if err := o(&lc); err != nil {
+			return lc, err
+		}
+	}
+	if lc.owner == "" {
+		lc.owner = newOwner()
+	}
+	return lc, nil
+}
+
+// maxRollbackRetries bounds how often an acquire the database rolled back
+// (deadlock, serialization failure) is sent again before the error is returned.
+const maxRollbackRetries = 5
+
+func (l *Locker) try(ctx context.Context, key string, lc lockConfig) (*Lock, error) {
+	if l.isClosed() {
+		return nil, ErrClosed
+	}
+	for attempt := 0; ; attempt++ {
+		start := time.Now()
+		token, ok, err := l.d.acquire(ctx, l.db, key, lc.owner, lc.ttl)
+		if err != nil {
+			if l.d.classify(err) == errRolledBack && attempt < maxRollbackRetries && ctx.Err() == nil {
+				continue
+			}
+			return nil, l.wrapErr("acquire", key, err)
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w: %q", ErrLocked, key)
+		}
+		lk := l.newLock(key, lc, token, start)
+		if !l.register(lk) {
+			_ = lk.release(ctx, ErrClosed)
+			return nil, ErrClosed
+		}
+		l.log.Debug("dblock: acquired", "key", key, "token", token)
+		return lk, nil
+	}
+}
+
+// wrapErr turns a driver error into dblock's: a missing table becomes
+// ErrNoSchema, a cancelled context stays visible.
+func (l *Locker) wrapErr(op, key string, err error) error {
+	if l.d.classify(err) == errNoTable {
+		return fmt.Errorf("dblock: %s %q: %w (table %s): %w", op, key, ErrNoSchema, l.cfg.table, err)
+	}
+	return fmt.Errorf("dblock: %s %q: %w", op, key, err)
+}
+
+func (l *Locker) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
+}
+
+func ctxErr(ctx context.Context) error {
+	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+		return fmt.Errorf("%w: %w", ctx.Err(), cause)
+	}
+	return ctx.Err()
+}

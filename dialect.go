@@ -1,0 +1,150 @@
+package dblock
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"reflect"
+	"strings"
+	"time"
+)
+
+// querier is what *sql.DB, *sql.Conn and *sql.Tx have in common.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// heldRef names one acquisition: a key and the token it was given.
+type heldRef struct {
+	key   string
+	token int64
+}
+
+// dialect hides every difference between databases. Each implementation
+// keeps its SQL beside it, in its own file; table names reach it validated.
+type dialect interface {
+	// acquire takes key for owner, or re-enters it, or takes over an expired
+	// or released row, in one statement. ok is false when another owner holds
+	// the key.
+	acquire(ctx context.Context, q querier, key, owner string, ttl time.Duration) (token int64, ok bool, err error)
+	// release takes one level off the acquisition (key, owner, token); at
+	// depth 0 the row is marked released. ok is false when that acquisition
+	// no longer holds the key (released, expired or taken over).
+	release(ctx context.Context, q querier, key, owner string, token int64) (ok bool, err error)
+	// renew bumps update_time of every live acquisition in refs and returns
+	// those it could not renew (gone, expired, or taken over).
+	renew(ctx context.Context, q querier, refs []heldRef) (lost []heldRef, err error)
+	// reap deletes at most limit expired or released rows and returns their keys.
+	reap(ctx context.Context, db *sql.DB, limit int) ([]string, error)
+	// migrateLock serialises Migrate calls for one table across processes on
+	// conn and returns the function that ends it.
+	migrateLock(ctx context.Context, conn *sql.Conn, name string) (unlock func() error, err error)
+	// migrationsDir names the dialect's directory in schema.FS.
+	migrationsDir() string
+	// versionSQL returns the statements that create the table recording
+	// applied migrations and insert one version into it.
+	versionSQL() (create, insert string)
+	// classify maps a driver error to what dblock does about it.
+	classify(err error) errClass
+	// quote quotes a validated identifier.
+	quote(ident string) string
+}
+
+type errClass int
+
+const (
+	errOther      errClass = iota
+	errRolledBack          // deadlock or serialization failure: nothing was done, try again
+	errConn                // the connection failed; the statement may or may not have run
+	errNoTable             // the lock table does not exist
+)
+
+type dialectFactory func(table string) dialect
+
+var dialects = map[Dialect]dialectFactory{
+	Postgres: newPostgres,
+	MySQL:    newMySQL,
+}
+
+// driverDialects maps a driver's package path to its dialect. The driver is
+// recognised by its type's package path, so dblock need not import lib/pq.
+var driverDialects = map[string]Dialect{
+	"github.com/jackc/pgx/v5/stdlib": Postgres,
+	"github.com/jackc/pgx/v4/stdlib": Postgres,
+	"github.com/lib/pq":              Postgres,
+	"github.com/go-sql-driver/mysql": MySQL,
+}
+
+// detectDialect learns the dialect from db's driver.
+func detectDialect(db *sql.DB) (Dialect, error) {
+	t := reflect.TypeOf(db.Driver())
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "", fmt.Errorf("%w: nil driver; pass WithDialect", ErrUnknownDialect)
+	}
+	if d, ok := driverDialects[t.PkgPath()]; ok {
+		return d, nil
+	}
+	return "", fmt.Errorf("%w: driver %s; pass WithDialect", ErrUnknownDialect, t.String())
+}
+
+func resolveDialect(db *sql.DB, c config) (dialect, Dialect, error) {
+	name := c.dialect
+	if name == "" {
+		var err error
+		if name, err = detectDialect(db); err != nil {
+			return nil, "", err
+		}
+	}
+	return dialects[name](c.table), name, nil
+}
+
+// transientNetErr reports errors that mean the connection, not the
+// statement, failed; they are classified the same on every dialect.
+func transientNetErr(err error) bool {
+	var ne net.Error
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.As(err, &ne) || errors.Is(err, sql.ErrConnDone)
+}
+
+// sqlStater is implemented by pgconn.PgError and lib/pq's Error.
+type sqlStater interface{ SQLState() string }
+
+func sqlState(err error) string {
+	var s sqlStater
+	if errors.As(err, &s) {
+		return s.SQLState()
+	}
+	return ""
+}
+
+// splitStatements splits a migration file at semicolons that end a line.
+func splitStatements(sqlText string) []string {
+	var out []string
+	var cur strings.Builder
+	for _, line := range strings.SplitAfter(sqlText, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "--") {
+			continue
+		}
+		cur.WriteString(line)
+		if strings.HasSuffix(strings.TrimRight(line, " \t\r\n"), ";") {
+			if s := strings.TrimSpace(cur.String()); s != "" {
+				out = append(out, strings.TrimSuffix(s, ";"))
+			}
+			cur.Reset()
+		}
+	}
+	if s := strings.TrimSpace(cur.String()); s != "" {
+		out = append(out, strings.TrimSuffix(s, ";"))
+	}
+	return out
+}

@@ -1,0 +1,233 @@
+package dblock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// mysqlDialect implements dialect for MySQL 8 and MariaDB. Times are
+// UTC_TIMESTAMP(6) stored in DATETIME(6), so a session's time_zone does not
+// matter; keys and memos are VARBINARY, compared byte for byte.
+//
+// Tokens: a row's token grows by one at each takeover; a new row starts
+// above <table>_fence.floor_token, which the BEFORE DELETE trigger raises to
+// the token of every row deleted (by the reaper or by hand). The acquire reads
+// the floor under a share lock, so it cannot miss a concurrent delete.
+//
+// The acquire reports its token through LAST_INSERT_ID(expr): the OK packet
+// carries the token when the key was taken or re-entered and 0 when it was
+// not, whatever the DSN's clientFoundRows says. Its ON DUPLICATE KEY UPDATE
+// assignments run left to right (MySQL's and MariaDB's default); each one is
+// written for the columns the earlier ones have already changed.
+type mysqlDialect struct {
+	table                   string
+	acquireSQL, releaseSQL  string
+	renewSQL, renewCheckSQL string
+	reapFenceSQL, reapScan  string
+	reapLockSQL, reapDelSQL string
+	versionDDL              string
+}
+
+var _ dialect = (*mysqlDialect)(nil)
+
+const myExpired = `update_time + INTERVAL lease_ms * 1000 MICROSECOND <= UTC_TIMESTAMP(6)`
+
+func newMySQL(table string) dialect {
+	m := &mysqlDialect{table: table}
+	r := strings.NewReplacer("{t}", m.quote(table), "{fence}", m.quote(table+"_fence"), "{expired}", myExpired)
+	m.acquireSQL = r.Replace(`INSERT INTO {t} (key_id, memo, depth, token, lease_ms, update_time)
+SELECT ?, ?, 1, LAST_INSERT_ID(f.floor_token + 1), ?, UTC_TIMESTAMP(6)
+FROM {fence} AS f WHERE f.id = 1 LOCK IN SHARE MODE
+ON DUPLICATE KEY UPDATE
+  token = IF(depth = 0 OR {expired}, LAST_INSERT_ID(token + 1), IF(memo = ?, LAST_INSERT_ID(token), token + LAST_INSERT_ID(0))),
+  memo = IF(depth = 0 OR {expired} OR memo = ?, ?, memo),
+  depth = IF(memo = ?, IF(depth = 0 OR {expired}, 1, depth + 1), depth),
+  lease_ms = IF(memo = ?, IF(depth = 1, ?, GREATEST(lease_ms, ?)), lease_ms),
+  update_time = IF(memo = ?, UTC_TIMESTAMP(6), update_time)`)
+	m.releaseSQL = r.Replace(`UPDATE {t} SET
+  memo = IF(depth = 1, '', memo),
+  lease_ms = IF(depth = 1, 0, lease_ms),
+  update_time = IF(depth = 1, UTC_TIMESTAMP(6), update_time),
+  depth = depth - 1
+WHERE key_id = ? AND memo = ? AND token = ? AND depth > 0 AND NOT ({expired})`)
+	m.renewSQL = r.Replace(`UPDATE {t} SET update_time = UTC_TIMESTAMP(6)
+WHERE (key_id, token) IN ({refs}) AND depth > 0 AND NOT ({expired})`)
+	m.renewCheckSQL = r.Replace(`SELECT key_id, token FROM {t}
+WHERE (key_id, token) IN ({refs}) AND depth > 0 AND NOT ({expired})`)
+	m.reapFenceSQL = r.Replace(`SELECT floor_token FROM {fence} WHERE id = 1 FOR UPDATE`)
+	m.reapScan = r.Replace(`SELECT key_id FROM {t} WHERE depth = 0 OR {expired} LIMIT ?`)
+	m.reapLockSQL = r.Replace(`SELECT key_id FROM {t} WHERE key_id IN ({keys}) AND (depth = 0 OR {expired}) FOR UPDATE`)
+	m.reapDelSQL = r.Replace(`DELETE FROM {t} WHERE key_id IN ({keys})`)
+	m.versionDDL = `CREATE TABLE IF NOT EXISTS ` + m.quote(table+"_version") + ` (
+    version    BIGINT      NOT NULL PRIMARY KEY,
+    applied_at DATETIME(6) NOT NULL
+) ENGINE = InnoDB`
+	return m
+}
+
+func (m *mysqlDialect) quote(ident string) string { return "`" + ident + "`" }
+
+func (m *mysqlDialect) acquire(ctx context.Context, q querier, key, owner string, ttl time.Duration) (int64, bool, error) {
+	ms := ttl.Milliseconds()
+	res, err := q.ExecContext(ctx, m.acquireSQL, key, owner, ms,
+		owner, owner, owner, owner, owner, ms, ms, owner)
+	if err != nil {
+		return 0, false, err
+	}
+	token, err := res.LastInsertId()
+	if err != nil {
+		return 0, false, err
+	}
+	return token, token > 0, nil
+}
+
+func (m *mysqlDialect) release(ctx context.Context, q querier, key, owner string, token int64) (bool, error) {
+	res, err := q.ExecContext(ctx, m.releaseSQL, key, owner, token)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+func (m *mysqlDialect) renew(ctx context.Context, q querier, refs []heldRef) ([]heldRef, error) {
+	marks := placeholders("(?, ?)", len(refs))
+	args := make([]any, 0, 2*len(refs))
+	for _, r := range refs {
+		args = append(args, r.key, r.token)
+	}
+	res, err := q.ExecContext(ctx, strings.Replace(m.renewSQL, "{refs}", marks, 1), args...)
+	if err != nil {
+		return nil, err
+	}
+	if n, err := res.RowsAffected(); err == nil && n == int64(len(refs)) {
+		return nil, nil
+	}
+	// Fewer rows changed than asked: find which acquisitions are still ours.
+	rows, err := q.QueryContext(ctx, strings.Replace(m.renewCheckSQL, "{refs}", marks, 1), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	held := make(map[heldRef]struct{}, len(refs))
+	for rows.Next() {
+		var r heldRef
+		if err := rows.Scan(&r.key, &r.token); err != nil {
+			return nil, err
+		}
+		held[r] = struct{}{}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return missing(refs, held), nil
+}
+
+func (m *mysqlDialect) reap(ctx context.Context, db *sql.DB, limit int) (keys []string, err error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	// Fence first: acquirers take it (shared) before the row, so taking it
+	// before the rows here keeps the lock order and avoids deadlocks.
+	var floor int64
+	if err := tx.QueryRowContext(ctx, m.reapFenceSQL).Scan(&floor); err != nil {
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx, m.reapScan, limit)
+	if err != nil {
+		return nil, err
+	}
+	cand, err := scanStrings(rows)
+	if err != nil || len(cand) == 0 {
+		return nil, errors.Join(err, tx.Commit())
+	}
+	args := make([]any, len(cand))
+	for i, k := range cand {
+		args[i] = k
+	}
+	marks := placeholders("?", len(cand))
+	rows, err = tx.QueryContext(ctx, strings.Replace(m.reapLockSQL, "{keys}", marks, 1), args...)
+	if err != nil {
+		return nil, err
+	}
+	if keys, err = scanStrings(rows); err != nil {
+		return nil, err
+	}
+	if len(keys) > 0 {
+		args = args[:0]
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		if _, err = tx.ExecContext(ctx, strings.Replace(m.reapDelSQL, "{keys}", placeholders("?", len(keys)), 1), args...); err != nil {
+			return nil, err
+		}
+	}
+	return keys, tx.Commit()
+}
+
+func (m *mysqlDialect) migrateLock(ctx context.Context, conn *sql.Conn, name string) (func() error, error) {
+	lockName := "dblock.migrate." + name
+	wait := 60
+	if dl, ok := ctx.Deadline(); ok {
+		wait = max(int(time.Until(dl).Seconds()), 0)
+	}
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(?, ?)`, lockName, wait).Scan(&got); err != nil {
+		return nil, err
+	}
+	if !got.Valid || got.Int64 != 1 {
+		return nil, fmt.Errorf("dblock: migrate: timed out waiting for lock %q", lockName)
+	}
+	return func() error {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_, err := conn.ExecContext(ctx, `SELECT RELEASE_LOCK(?)`, lockName)
+		return err
+	}, nil
+}
+
+func (m *mysqlDialect) migrationsDir() string { return "mysql" }
+func (m *mysqlDialect) versionSQL() (string, string) {
+	return m.versionDDL, `INSERT INTO ` + m.quote(m.table+"_version") + ` (version, applied_at) VALUES (?, UTC_TIMESTAMP(6))`
+}
+
+// MySQL server error numbers dblock reacts to.
+const (
+	erNoSuchTable     = 1146
+	erLockWaitTimeout = 1205
+	erLockDeadlock    = 1213
+)
+
+func (m *mysqlDialect) classify(err error) errClass {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case erNoSuchTable:
+			return errNoTable
+		case erLockDeadlock, erLockWaitTimeout:
+			return errRolledBack
+		}
+		return errOther
+	}
+	if errors.Is(err, mysql.ErrInvalidConn) || transientNetErr(err) {
+		return errConn
+	}
+	return errOther
+}
+
+// placeholders returns n copies of mark joined by commas.
+func placeholders(mark string, n int) string {
+	return strings.TrimSuffix(strings.Repeat(mark+", ", n), ", ")
+}

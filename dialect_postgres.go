@@ -1,0 +1,172 @@
+package dblock
+
+import (
+	"context"
+	"database/sql"
+	"hash/fnv"
+	"strings"
+	"time"
+)
+
+// postgres implements dialect for PostgreSQL. Times are the server's
+// statement_timestamp() (timestamptz), so session TimeZone settings do not
+// matter. Tokens come from the sequence <table>_token_seq, which no DELETE can
+// move back.
+type postgres struct {
+	table                  string
+	acquireSQL, releaseSQL string
+	renewSQL, reapSQL      string
+	versionDDL             string
+}
+
+var _ dialect = (*postgres)(nil)
+
+const pgExpired = `l.update_time + l.lease_ms * interval '1 millisecond' <= statement_timestamp()`
+
+func newPostgres(table string) dialect {
+	p := &postgres{table: table}
+	t := p.quote(table)
+	seq := p.quote(table + "_token_seq")
+	r := strings.NewReplacer("{t}", t, "{seq}", strings.ReplaceAll(seq, `'`, `''`), "{expired}", pgExpired)
+	p.acquireSQL = r.Replace(`INSERT INTO {t} AS l (key_id, memo, depth, token, lease_ms, update_time)
+VALUES ($1, $2, 1, nextval('{seq}'), $3, statement_timestamp())
+ON CONFLICT (key_id) DO UPDATE SET
+  memo = EXCLUDED.memo,
+  depth = CASE WHEN l.depth = 0 OR {expired} THEN 1 ELSE l.depth + 1 END,
+  token = CASE WHEN l.depth = 0 OR {expired} THEN EXCLUDED.token ELSE l.token END,
+  lease_ms = CASE WHEN l.depth = 0 OR {expired} THEN EXCLUDED.lease_ms ELSE GREATEST(l.lease_ms, EXCLUDED.lease_ms) END,
+  update_time = EXCLUDED.update_time
+WHERE l.depth = 0 OR {expired} OR l.memo = EXCLUDED.memo
+RETURNING token`)
+	p.releaseSQL = r.Replace(`UPDATE {t} AS l SET
+  depth = l.depth - 1,
+  memo = CASE WHEN l.depth = 1 THEN '' ELSE l.memo END,
+  lease_ms = CASE WHEN l.depth = 1 THEN 0 ELSE l.lease_ms END,
+  update_time = CASE WHEN l.depth = 1 THEN statement_timestamp() ELSE l.update_time END
+WHERE l.key_id = $1 AND l.memo = $2 AND l.token = $3 AND l.depth > 0 AND NOT ({expired})`)
+	p.renewSQL = r.Replace(`UPDATE {t} AS l SET update_time = statement_timestamp()
+FROM unnest($1::text[], $2::bigint[]) AS h(key_id, token)
+WHERE l.key_id = h.key_id AND l.token = h.token AND l.depth > 0 AND NOT ({expired})
+RETURNING l.key_id, l.token`)
+	p.reapSQL = r.Replace(`DELETE FROM {t} AS l WHERE l.key_id IN (
+  SELECT l.key_id FROM {t} AS l WHERE l.depth = 0 OR {expired}
+  LIMIT $1 FOR UPDATE SKIP LOCKED)
+AND (l.depth = 0 OR {expired})
+RETURNING l.key_id`)
+	p.versionDDL = `CREATE TABLE IF NOT EXISTS ` + p.quote(table+"_version") + ` (
+    version    BIGINT      NOT NULL PRIMARY KEY,
+    applied_at TIMESTAMPTZ NOT NULL DEFAULT statement_timestamp()
+)`
+	return p
+}
+
+func (p *postgres) quote(ident string) string { return `"` + ident + `"` }
+
+func (p *postgres) acquire(ctx context.Context, q querier, key, owner string, ttl time.Duration) (int64, bool, error) {
+	var token int64
+	err := q.QueryRowContext(ctx, p.acquireSQL, key, owner, ttl.Milliseconds()).Scan(&token)
+	if err == sql.ErrNoRows {
+		return 0, false, nil
+	}
+	return token, err == nil, err
+}
+
+func (p *postgres) release(ctx context.Context, q querier, key, owner string, token int64) (bool, error) {
+	res, err := q.ExecContext(ctx, p.releaseSQL, key, owner, token)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+func (p *postgres) renew(ctx context.Context, q querier, refs []heldRef) ([]heldRef, error) {
+	keys := make([]string, len(refs))
+	tokens := make([]int64, len(refs))
+	for i, r := range refs {
+		keys[i], tokens[i] = r.key, r.token
+	}
+	rows, err := q.QueryContext(ctx, p.renewSQL, keys, tokens)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	renewed := make(map[heldRef]struct{}, len(refs))
+	for rows.Next() {
+		var r heldRef
+		if err := rows.Scan(&r.key, &r.token); err != nil {
+			return nil, err
+		}
+		renewed[r] = struct{}{}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return missing(refs, renewed), nil
+}
+
+func (p *postgres) reap(ctx context.Context, db *sql.DB, limit int) ([]string, error) {
+	rows, err := db.QueryContext(ctx, p.reapSQL, limit)
+	if err != nil {
+		return nil, err
+	}
+	return scanStrings(rows)
+}
+
+func (p *postgres) migrateLock(ctx context.Context, conn *sql.Conn, name string) (func() error, error) {
+	h := fnv.New64a()
+	h.Write([]byte("dblock.migrate:" + name))
+	key := int64(h.Sum64())
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {
+		return nil, err
+	}
+	return func() error {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_, err := conn.ExecContext(ctx, `SELECT pg_advisory_unlock($1)`, key)
+		return err
+	}, nil
+}
+
+func (p *postgres) migrationsDir() string { return "postgres" }
+func (p *postgres) versionSQL() (string, string) {
+	return p.versionDDL, `INSERT INTO ` + p.quote(p.table+"_version") + ` (version) VALUES ($1)`
+}
+
+func (p *postgres) classify(err error) errClass {
+	switch s := sqlState(err); {
+	case s == "42P01":
+		return errNoTable
+	case s == "40001" || s == "40P01":
+		return errRolledBack
+	case strings.HasPrefix(s, "08") || s == "57P01" || s == "57P02" || s == "57P03":
+		return errConn
+	case s == "" && transientNetErr(err):
+		return errConn
+	}
+	return errOther
+}
+
+// missing returns the refs not in got.
+func missing(refs []heldRef, got map[heldRef]struct{}) []heldRef {
+	var lost []heldRef
+	for _, r := range refs {
+		if _, ok := got[r]; !ok {
+			lost = append(lost, r)
+		}
+	}
+	return lost
+}
+
+func scanStrings(rows *sql.Rows) ([]string, error) {
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return out, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}

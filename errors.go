@@ -1,0 +1,47 @@
+package dblock
+
+import "errors"
+
+// Sentinel errors. Match them with errors.Is: dblock wraps them with context
+// (the key, the cause) but never hides them.
+var (
+	// ErrLocked means another owner holds the key.
+	ErrLocked = errors.New("dblock: locked by another owner")
+	// ErrNotHeld means the lock is no longer ours: it was released already, its
+	// lease expired, or another owner took it over.
+	ErrNotHeld = errors.New("dblock: lock not held")
+	// ErrLockLost is the cause given when a held lock ends without Unlock: its
+	// lease could not be renewed in time, or the row was taken or removed.
+	ErrLockLost = errors.New("dblock: lock lost")
+	// ErrClosed means the Locker was closed.
+	ErrClosed = errors.New("dblock: locker closed")
+	// ErrInvalidKey means a key (or an owner memo) was rejected before any SQL
+	// was sent: empty, too long, not valid UTF-8, or containing NUL.
+	ErrInvalidKey = errors.New("dblock: invalid key")
+	// ErrInvalidOption means an option was given a value dblock cannot use: a
+	// TTL out of range, a table name that is not a plain identifier, an unknown
+	// dialect, and so on.
+	ErrInvalidOption = errors.New("dblock: invalid option")
+	// ErrUnknownDialect means the dialect could not be learned from the driver;
+	// pass WithDialect.
+	ErrUnknownDialect = errors.New("dblock: unknown dialect")
+	// ErrNoSchema means the lock table does not exist: run Migrate (or the
+	// dblock migrate command) first.
+	ErrNoSchema = errors.New("dblock: lock table missing; run Migrate")
+	// ErrSchemaTooNew means the database was migrated by a newer dblock than
+	// this one; Migrate refuses to touch it.
+	ErrSchemaTooNew = errors.New("dblock: database schema is newer than this dblock")
+)
+
+// Causes carried by a Lock's Err (and by the context Do hands its function).
+var (
+	// ErrReleased is a Lock's Err after Unlock (or Locker.Close) released it.
+	ErrReleased = errors.New("dblock: lock released")
+	// ErrLeaseExpired is wrapped by ErrLockLost when no renewal succeeded in
+	// time: the database could not be reached, or answered too slowly, before
+	// the local deadline (the lease minus a safety margin) passed.
+	ErrLeaseExpired = errors.New("dblock: lease expired without renewal")
+	// ErrTakenOver is wrapped by ErrLockLost when a renewal found the row
+	// gone, released, expired on the server or held under another token.
+	ErrTakenOver = errors.New("dblock: lock row taken over or removed")
+)

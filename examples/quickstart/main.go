@@ -1,0 +1,58 @@
+// Command quickstart migrates a lock table and has a few workers take turns
+// on one key, printing each acquisition's fencing token.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/dblockhq/dblock"
+	_ "github.com/jackc/pgx/v5/stdlib"
+)
+
+func main() {
+	dsn := os.Getenv("DBLOCK_POSTGRES_DSN")
+	if dsn == "" {
+		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := dblock.Migrate(ctx, db); err != nil {
+		log.Fatal(err)
+	}
+	locker, err := dblock.New(db, dblock.WithTTL(10*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 3 {
+				err := locker.Do(ctx, "quickstart:invoice-42", func(ctx context.Context) error {
+					fmt.Printf("worker %d holds the lock\n", w)
+					time.Sleep(10 * time.Millisecond)
+					return nil
+				})
+				if err != nil {
+					log.Fatal(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Println("done: every critical section ran alone")
+}

@@ -1,0 +1,184 @@
+package dblock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// renewChunk bounds the acquisitions renewed by one statement (MySQL's
+// 65,535 placeholders allow 32,767 pairs).
+const renewChunk = 10000
+
+// safetyMargin is how long before the lease can end on the server the holder
+// is told that its lock is lost, when no renewal got through.
+//
+// The server starts a lease at its own statement time, which comes after the
+// client sent the statement; the local deadline starts at the send time, on
+// the monotonic clock, so it already ends no later than the server's lease
+// when both clocks run at the same rate. The margin covers what remains:
+// clock rates that differ (NTP slews at most 500 ppm, 0.05%), the timer
+// firing late on a loaded machine, and the time the holder needs to notice
+// Done and stop touching the guarded resource. A tenth of the TTL is 200
+// times the worst clock-rate error and 3 s at the default 30 s TTL.
+func safetyMargin(ttl time.Duration) time.Duration { return ttl / 10 }
+
+func (l *Locker) register(lk *Lock) bool {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return false
+	}
+	l.held[lk] = struct{}{}
+	l.mu.Unlock()
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+func (l *Locker) unregister(lk *Lock) {
+	l.mu.Lock()
+	delete(l.held, lk)
+	l.mu.Unlock()
+}
+
+// Held reports how many Locks this Locker holds (re-entries count apart).
+func (l *Locker) Held() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.held)
+}
+
+// heartbeatLoop is the Locker's only goroutine: it renews held leases in
+// batches and ends locks whose local deadline passed.
+func (l *Locker) heartbeatLoop() {
+	defer close(l.loopDone)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var lastErr error
+	for {
+		if wake, ok := l.nextWake(); ok {
+			timer.Reset(time.Until(wake))
+		}
+		select {
+		case <-l.closing:
+			timer.Stop()
+			return
+		case <-l.kick:
+		case <-timer.C:
+		}
+		timer.Stop()
+		lastErr = l.beat(lastErr)
+	}
+}
+
+// nextWake returns the earliest renewal or deadline among held locks.
+func (l *Locker) nextWake() (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var wake time.Time
+	for lk := range l.held {
+		for _, t := range []time.Time{lk.nextBeat, lk.deadline} {
+			if wake.IsZero() || t.Before(wake) {
+				wake = t
+			}
+		}
+	}
+	return wake, !wake.IsZero()
+}
+
+// beat ends overdue locks and renews those due, all due locks in one
+// statement (per renewChunk). A lock is renewed when its next beat is less
+// than half an interval away, so locks fall into step and share statements.
+// It returns the last renewal error, reported as the cause of later losses.
+func (l *Locker) beat(lastErr error) error {
+	now := time.Now()
+	var overdue, due []*Lock
+	earliest := time.Time{}
+	l.mu.Lock()
+	for lk := range l.held {
+		if !now.Before(lk.deadline) {
+			overdue = append(overdue, lk)
+			continue
+		}
+		if earliest.IsZero() || lk.deadline.Before(earliest) {
+			earliest = lk.deadline
+		}
+		if !now.Before(lk.nextBeat.Add(-lk.interval / 2)) {
+			due = append(due, lk)
+		}
+	}
+	l.mu.Unlock()
+	for _, lk := range overdue {
+		cause := ErrLeaseExpired
+		if lastErr != nil {
+			cause = fmt.Errorf("%w (last renewal error: %w)", ErrLeaseExpired, lastErr)
+		}
+		lk.lose(cause)
+	}
+	if len(due) == 0 {
+		return lastErr
+	}
+	// A renewal that cannot finish before the earliest deadline is useless:
+	// bound it so the loop is back in time to report the loss.
+	ctx, cancel := context.WithDeadline(context.Background(), earliest)
+	defer cancel()
+	for i := 0; i < len(due); i += renewChunk {
+		chunk := due[i:min(i+renewChunk, len(due))]
+		if err := l.renewChunk(ctx, chunk); err != nil {
+			lastErr = err
+		} else {
+			lastErr = nil
+		}
+	}
+	return lastErr
+}
+
+func (l *Locker) renewChunk(ctx context.Context, chunk []*Lock) error {
+	start := time.Now()
+	refs := make([]heldRef, 0, len(chunk))
+	seen := make(map[heldRef]struct{}, len(chunk))
+	for _, lk := range chunk {
+		r := heldRef{lk.key, lk.token}
+		if _, dup := seen[r]; !dup {
+			seen[r] = struct{}{}
+			refs = append(refs, r)
+		}
+	}
+	lost, err := l.d.renew(ctx, l.db, refs)
+	if err != nil {
+		// Try again soon; the deadline stays where the last success put it.
+		l.mu.Lock()
+		for _, lk := range chunk {
+			lk.nextBeat = start.Add(max(lk.interval/4, 5*time.Millisecond))
+		}
+		l.mu.Unlock()
+		l.log.Warn("dblock: renewal failed; retrying within the lease", "locks", len(chunk), "err", err)
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("renewal did not finish before the deadline: %w", err)
+		}
+		return err
+	}
+	gone := make(map[heldRef]struct{}, len(lost))
+	for _, r := range lost {
+		gone[r] = struct{}{}
+	}
+	var losers []*Lock
+	l.mu.Lock()
+	for _, lk := range chunk {
+		if _, ok := gone[heldRef{lk.key, lk.token}]; ok {
+			losers = append(losers, lk)
+			continue
+		}
+		lk.deadline = start.Add(lk.ttl - safetyMargin(lk.ttl))
+		lk.nextBeat = start.Add(lk.interval)
+	}
+	l.mu.Unlock()
+	for _, lk := range losers {
+		lk.lose(ErrTakenOver)
+	}
+	return nil
+}

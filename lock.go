@@ -1,0 +1,111 @@
+package dblock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Lock is one acquisition of a key. Its methods are safe for concurrent use.
+type Lock struct {
+	l     *Locker
+	key   string
+	owner string
+	token int64
+	ttl   time.Duration
+
+	ctx    context.Context // done when the lock ends; Cause says why
+	cancel context.CancelCauseFunc
+
+	// Heartbeat state, guarded by l.mu.
+	interval time.Duration // renewal period
+	deadline time.Time     // local end of the lease: last renewal start + ttl - margin
+	nextBeat time.Time
+
+	once sync.Once // ends the lock exactly once
+}
+
+// releaseTimeout bounds an Unlock that runs after the caller's context ended.
+const releaseTimeout = 5 * time.Second
+
+func (l *Locker) newLock(key string, lc lockConfig, token int64, start time.Time) *Lock {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	interval := time.Duration(float64(lc.ttl) * float64(l.cfg.heartbeat) / float64(l.cfg.ttl))
+	return &Lock{
+		l: l, key: key, owner: lc.owner, token: token, ttl: lc.ttl,
+		ctx: ctx, cancel: cancel,
+		interval: interval,
+		deadline: start.Add(lc.ttl - safetyMargin(lc.ttl)),
+		nextBeat: start.Add(interval),
+	}
+}
+
+// Key returns the locked key.
+func (k *Lock) Key() string { return k.key }
+
+// Token returns the fencing token of this acquisition: larger than the token
+// of every earlier acquisition of the key, so a store that remembers the
+// largest token it has seen can refuse writes from a holder that lost the
+// lock. Re-entries under the same Owner share their token.
+func (k *Lock) Token() int64 { return k.token }
+
+// Owner returns the owner memo the lock is held under.
+func (k *Lock) Owner() string { return k.owner }
+
+// TTL returns the lease the lock was taken with.
+func (k *Lock) TTL() time.Duration { return k.ttl }
+
+// Done returns a channel closed when the lock ends for any reason: Unlock,
+// Locker.Close, or loss. Err then says why.
+func (k *Lock) Done() <-chan struct{} { return k.ctx.Done() }
+
+// Err returns nil while the lock is held. After Done is closed it returns an
+// error wrapping ErrReleased after Unlock, or ErrLockLost wrapping the cause
+// (ErrLeaseExpired, ErrTakenOver) when the lock was lost.
+func (k *Lock) Err() error { return context.Cause(k.ctx) }
+
+// Unlock releases one level of the lock: the key is free again once every
+// re-entry under the same Owner has been unlocked. It returns an error
+// wrapping ErrNotHeld when the lock is no longer ours: unlocked already, lost
+// (the error then wraps Err's cause too), or taken over after its lease
+// expired; another holder's row is never touched. Unlock runs even when ctx
+// is already cancelled, bounded by its own timeout.
+func (k *Lock) Unlock(ctx context.Context) error {
+	return k.release(ctx, ErrReleased)
+}
+
+// release ends the lock locally with cause, then removes one level in the
+// database. It reports ErrNotHeld when the lock had already ended.
+func (k *Lock) release(ctx context.Context, cause error) error {
+	first := false
+	k.once.Do(func() {
+		first = true
+		k.l.unregister(k)
+		k.cancel(cause)
+	})
+	if !first {
+		return fmt.Errorf("%w: %q: %w", ErrNotHeld, k.key, k.Err())
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	ok, err := k.l.d.release(ctx, k.l.db, k.key, k.owner, k.token)
+	if err != nil {
+		return k.l.wrapErr("release", k.key, err)
+	}
+	if !ok {
+		return fmt.Errorf("%w: %q (token %d): lease expired or taken over", ErrNotHeld, k.key, k.token)
+	}
+	k.l.log.Debug("dblock: released", "key", k.key, "token", k.token)
+	return nil
+}
+
+// lose ends the lock because it can no longer be proven ours.
+func (k *Lock) lose(cause error) {
+	k.once.Do(func() {
+		k.l.unregister(k)
+		err := fmt.Errorf("%w: %q (token %d): %w", ErrLockLost, k.key, k.token, cause)
+		k.cancel(err)
+		k.l.log.Warn("dblock: lock lost", "key", k.key, "token", k.token, "cause", cause)
+	})
+}

@@ -1,0 +1,139 @@
+package dblock
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/dblockhq/dblock/schema"
+)
+
+// migration is one versioned step of the schema.
+type migration struct {
+	version    int64
+	name       string
+	statements []string
+}
+
+var (
+	migrationFile = regexp.MustCompile(`^(\d+)_([a-z0-9_]+)\.up\.sql$`)
+	defaultIdent  = regexp.MustCompile(`\b` + schema.DefaultTable)
+)
+
+// loadMigrations reads dir's up migrations from schema.FS and names table in
+// place of the files' lock_table. table must be validated already.
+func loadMigrations(dir, table string) ([]migration, error) {
+	entries, err := fs.ReadDir(schema.FS, dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, e := range entries {
+		m := migrationFile.FindStringSubmatch(e.Name())
+		if m == nil {
+			continue
+		}
+		v, err := strconv.ParseInt(m[1], 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		text, err := fs.ReadFile(schema.FS, path.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		body := defaultIdent.ReplaceAllLiteralString(string(text), table)
+		out = append(out, migration{version: v, name: m[2], statements: splitStatements(body)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	return out, nil
+}
+
+// SchemaVersion is the newest schema version this dblock knows.
+func SchemaVersion() int64 {
+	ms, err := loadMigrations(dialects[Postgres](DefaultTable).migrationsDir(), DefaultTable)
+	if err != nil || len(ms) == 0 {
+		return 0
+	}
+	return ms[len(ms)-1].version
+}
+
+// Migrate creates or upgrades the lock table (WithTable, WithDialect apply;
+// other options are ignored) and records each version applied in
+// <table>_version. It applies only what is missing, so calling it again is
+// harmless; concurrent calls from many processes are serialised by a database
+// lock (pg_advisory_lock, GET_LOCK); and it refuses, with ErrSchemaTooNew, a
+// database migrated by a newer dblock. It needs DDL privileges; the locks
+// themselves do not.
+func Migrate(ctx context.Context, db *sql.DB, opts ...Option) (err error) {
+	if db == nil {
+		return fmt.Errorf("%w: nil *sql.DB", ErrInvalidOption)
+	}
+	c, err := buildConfig(opts)
+	if err != nil {
+		return err
+	}
+	d, _, err := resolveDialect(db, c)
+	if err != nil {
+		return err
+	}
+	migs, err := loadMigrations(d.migrationsDir(), c.table)
+	if err != nil {
+		return fmt.Errorf("dblock: migrate: reading migrations: %w", err)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("dblock: migrate: %w", err)
+	}
+	defer conn.Close()
+	unlock, err := d.migrateLock(ctx, conn, c.table)
+	if err != nil {
+		return fmt.Errorf("dblock: migrate: taking the migration lock: %w", err)
+	}
+	defer func() {
+		if uerr := unlock(); uerr != nil {
+			// The session still holds the lock: make sure the pool drops it.
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			err = errors.Join(err, fmt.Errorf("dblock: migrate: releasing the migration lock: %w", uerr))
+		}
+	}()
+	create, insert := d.versionSQL()
+	if _, err := conn.ExecContext(ctx, create); err != nil {
+		return fmt.Errorf("dblock: migrate: creating the version table: %w", err)
+	}
+	var current int64
+	q := `SELECT COALESCE(MAX(version), 0) FROM ` + d.quote(c.table+"_version")
+	if err := conn.QueryRowContext(ctx, q).Scan(&current); err != nil {
+		return fmt.Errorf("dblock: migrate: reading the schema version: %w", err)
+	}
+	if latest := migs[len(migs)-1].version; current > latest {
+		return fmt.Errorf("%w: table %s is at version %d, this dblock knows %d", ErrSchemaTooNew, c.table, current, latest)
+	}
+	for _, m := range migs {
+		if m.version <= current {
+			continue
+		}
+		for _, stmt := range m.statements {
+			if _, err := conn.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("dblock: migrate: version %d (%s): %w\n%s", m.version, m.name, err, firstLine(stmt))
+			}
+		}
+		if _, err := conn.ExecContext(ctx, insert, m.version); err != nil {
+			return fmt.Errorf("dblock: migrate: recording version %d: %w", m.version, err)
+		}
+		c.logger.Info("dblock: migrated", "table", c.table, "version", m.version, "name", m.name)
+	}
+	return nil
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}

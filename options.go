@@ -1,0 +1,171 @@
+package dblock
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Dialect names a database flavour.
+type Dialect string
+
+// Supported dialects.
+const (
+	// Postgres is PostgreSQL, through github.com/jackc/pgx/v5/stdlib or lib/pq.
+	Postgres Dialect = "postgres"
+	// MySQL is MySQL 8 or MariaDB 10.6+, through github.com/go-sql-driver/mysql.
+	MySQL Dialect = "mysql"
+)
+
+// Option configures a Locker (and Migrate). Options validate their values:
+// New returns the first error, wrapping ErrInvalidOption.
+type Option func(*config) error
+
+type config struct {
+	table     string
+	ttl       time.Duration
+	heartbeat time.Duration // 0: ttl/3
+	logger    *slog.Logger
+	dialect   Dialect
+	retryMin  time.Duration
+	retryMax  time.Duration
+}
+
+func defaultConfig() config {
+	return config{
+		table:    DefaultTable,
+		ttl:      DefaultTTL,
+		logger:   slog.New(slog.DiscardHandler),
+		retryMin: 5 * time.Millisecond,
+		retryMax: 250 * time.Millisecond,
+	}
+}
+
+func buildConfig(opts []Option) (config, error) {
+	c := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			return c, fmt.Errorf("%w: nil Option", ErrInvalidOption)
+		}
+		if err := o(&c); err != nil {
+			return c, err
+		}
+	}
+	if c.heartbeat == 0 {
+		c.heartbeat = c.ttl / 3
+	}
+	if c.heartbeat > c.ttl/2 {
+		return c, fmt.Errorf("%w: heartbeat %v is more than half the TTL %v", ErrInvalidOption, c.heartbeat, c.ttl)
+	}
+	return c, nil
+}
+
+// WithTable sets the lock table's name (default "lock_table"). The name must
+// be a plain identifier; see ValidateTable.
+func WithTable(name string) Option {
+	return func(c *config) error {
+		if err := ValidateTable(name); err != nil {
+			return err
+		}
+		c.table = name
+		return nil
+	}
+}
+
+// WithTTL sets the default lease of locks taken through the Locker (default
+// 30s, within [MinTTL, MaxTTL]). A holder that stops renewing loses the lock
+// one lease after its last renewal, by the database's clock.
+func WithTTL(d time.Duration) Option {
+	return func(c *config) error {
+		if err := validateTTL("TTL", d); err != nil {
+			return err
+		}
+		c.ttl = d
+		return nil
+	}
+}
+
+// WithHeartbeat sets how often held leases are renewed (default TTL/3). New
+// rejects an interval above TTL/2, which would leave no time to retry a
+// failed renewal before the lease ends.
+func WithHeartbeat(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: heartbeat %v must be positive", ErrInvalidOption, d)
+		}
+		c.heartbeat = d
+		return nil
+	}
+}
+
+// WithLogger sends the Locker's logs to l. By default nothing is logged.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// WithDialect sets the dialect instead of learning it from the driver. Use it
+// when the driver is wrapped (tracing, metrics) and cannot be recognised.
+func WithDialect(d Dialect) Option {
+	return func(c *config) error {
+		if _, ok := dialects[d]; !ok {
+			return fmt.Errorf("%w: dialect %q (known: postgres, mysql)", ErrInvalidOption, string(d))
+		}
+		c.dialect = d
+		return nil
+	}
+}
+
+// WithRetry bounds the jittered exponential backoff with which Lock polls a
+// key held by someone else: the first wait is about min, doubling up to max.
+func WithRetry(min, max time.Duration) Option {
+	return func(c *config) error {
+		if min <= 0 || max < min {
+			return fmt.Errorf("%w: retry bounds %v..%v", ErrInvalidOption, min, max)
+		}
+		c.retryMin, c.retryMax = min, max
+		return nil
+	}
+}
+
+// LockOption configures one acquisition. Bad values are returned as errors
+// wrapping ErrInvalidOption or ErrInvalidKey by the call that received them.
+type LockOption func(*lockConfig) error
+
+type lockConfig struct {
+	owner string
+	ttl   time.Duration
+}
+
+// Owner makes the acquisition reentrant under memo: a later call that passes
+// the same memo while the lock is held re-enters it (depth + 1) instead of
+// waiting, and shares its fencing token. Each Unlock takes one level off; the
+// key is released at depth 0. Without Owner, every call is a new owner whose
+// identity is drawn from crypto/rand. The memo is at most MaxOwnerLen bytes of
+// UTF-8 without NUL; anyone who knows it can re-enter, so use an unguessable
+// memo where that matters.
+func Owner(memo string) LockOption {
+	return func(c *lockConfig) error {
+		if err := validateText("owner", memo, MaxOwnerLen); err != nil {
+			return err
+		}
+		c.owner = memo
+		return nil
+	}
+}
+
+// TTL sets this acquisition's lease, overriding the Locker's WithTTL.
+func TTL(d time.Duration) LockOption {
+	return func(c *lockConfig) error {
+		if err := validateTTL("TTL", d); err != nil {
+			return err
+		}
+		c.ttl = d
+		return nil
+	}
+}

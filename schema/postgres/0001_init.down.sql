@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS lock_table;
+DROP SEQUENCE IF EXISTS lock_table_token_seq;

@@ -1,0 +1,73 @@
+package dblock
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+const (
+	// MaxKeyLen is the longest key, in bytes, that fits the key_id column.
+	MaxKeyLen = 255
+	// MaxOwnerLen is the longest owner memo, in bytes, that fits the memo column.
+	MaxOwnerLen = 255
+	// MaxTableLen is the longest table name accepted by WithTable. It leaves
+	// room for the derived names (table_token_seq, table_fence_bd, ...) within
+	// the 63-byte identifier limit of PostgreSQL and MySQL's 64.
+	MaxTableLen = 48
+	// MinTTL and MaxTTL bound every lease.
+	MinTTL = 100 * time.Millisecond
+	// MaxTTL is the longest lease accepted.
+	MaxTTL = 30 * 24 * time.Hour
+	// DefaultTTL is the lease used when WithTTL is not given.
+	DefaultTTL = 30 * time.Second
+	// DefaultTable is the lock table's name when WithTable is not given.
+	DefaultTable = "lock_table"
+)
+
+var tableRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// ValidateKey reports why key cannot name a lock, or nil if it can. The error
+// wraps ErrInvalidKey.
+func ValidateKey(key string) error {
+	return validateText("key", key, MaxKeyLen)
+}
+
+func validateText(what, s string, max int) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%w: %s is empty", ErrInvalidKey, what)
+	case len(s) > max:
+		return fmt.Errorf("%w: %s is %d bytes, longer than %d", ErrInvalidKey, what, len(s), max)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidKey, what)
+	case strings.IndexByte(s, 0) >= 0:
+		return fmt.Errorf("%w: %s contains a NUL byte", ErrInvalidKey, what)
+	}
+	return nil
+}
+
+// ValidateTable reports why name cannot be used as a lock table name, or nil.
+// Accepted names match ^[A-Za-z_][A-Za-z0-9_]*$ and are at most MaxTableLen
+// bytes; they are always quoted in SQL as well. The error wraps
+// ErrInvalidOption.
+func ValidateTable(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: table name is empty", ErrInvalidOption)
+	case len(name) > MaxTableLen:
+		return fmt.Errorf("%w: table name is %d bytes, longer than %d", ErrInvalidOption, len(name), MaxTableLen)
+	case !tableRE.MatchString(name):
+		return fmt.Errorf("%w: table name %q must match %s", ErrInvalidOption, name, tableRE)
+	}
+	return nil
+}
+
+func validateTTL(what string, d time.Duration) error {
+	if d < MinTTL || d > MaxTTL {
+		return fmt.Errorf("%w: %s %v out of range [%v, %v]", ErrInvalidOption, what, d, MinTTL, MaxTTL)
+	}
+	return nil
+}

@@ -1,0 +1,25 @@
+package dblock
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// backoff yields jittered exponential waits between min and max: each wait
+// is drawn from [d/2, d) with d doubling from min up to max, so waiters that
+// started together spread out.
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+func newBackoff(lo, hi time.Duration) *backoff {
+	hi = max(hi, lo)
+	return &backoff{min: lo, max: hi, cur: lo}
+}
+
+func (b *backoff) next() time.Duration {
+	d := b.cur
+	b.cur = min(b.cur*2, b.max)
+	half := d / 2
+	return half + rand.N(half+1)
+}
