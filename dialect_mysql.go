@@ -22,9 +22,20 @@ import (
 //
 // The acquire reports its token through LAST_INSERT_ID(expr): the OK packet
 // carries the token when the key was taken or re-entered and 0 when it was
-// not, whatever the DSN's clientFoundRows says. Its ON DUPLICATE KEY UPDATE
-// assignments run left to right (MySQL's and MariaDB's default); each one is
-// written for the columns the earlier ones have already changed.
+// not, whatever the DSN's clientFoundRows says.
+//
+// Its ON DUPLICATE KEY UPDATE assignments give the same result whether they
+// are evaluated left to right (MySQL, MariaDB's default) or all from the old
+// row (MariaDB's SIMULTANEOUS_ASSIGNMENT sql_mode). Let free be "depth = 0 or
+// expired" and ours "memo = our memo". Left to right: token and memo see the
+// old row. After memo is set, "memo = ours" holds exactly when we acquired
+// (a row we did not get keeps another owner's memo), and free still sees the
+// old depth, update_time and lease_ms, so depth is right. lease_ms sees the
+// new depth (at least 1 when acquired) but the old update_time and lease_ms:
+// free is then "expired", which differs from the old value only for a
+// released row, whose lease is 0, where GREATEST(0, ttl) = ttl anyway.
+// update_time sees the new lease, but only when we acquired, where "ours"
+// already holds. TestMySQLSimultaneousAssignment checks the second mode.
 type mysqlDialect struct {
 	table                   string
 	acquireSQL, releaseSQL  string
@@ -40,16 +51,17 @@ const myExpired = `update_time + INTERVAL lease_ms * 1000 MICROSECOND <= UTC_TIM
 
 func newMySQL(table string) dialect {
 	m := &mysqlDialect{table: table}
-	r := strings.NewReplacer("{t}", m.quote(table), "{fence}", m.quote(table+"_fence"), "{expired}", myExpired)
+	r := strings.NewReplacer("{t}", m.quote(table), "{fence}", m.quote(table+"_fence"),
+		"{free}", "(depth = 0 OR "+myExpired+")", "{expired}", myExpired)
 	m.acquireSQL = r.Replace(`INSERT INTO {t} (key_id, memo, depth, token, lease_ms, update_time)
 SELECT ?, ?, 1, LAST_INSERT_ID(f.floor_token + 1), ?, UTC_TIMESTAMP(6)
 FROM {fence} AS f WHERE f.id = 1 LOCK IN SHARE MODE
 ON DUPLICATE KEY UPDATE
-  token = IF(depth = 0 OR {expired}, LAST_INSERT_ID(token + 1), IF(memo = ?, LAST_INSERT_ID(token), token + LAST_INSERT_ID(0))),
-  memo = IF(depth = 0 OR {expired} OR memo = ?, ?, memo),
-  depth = IF(memo = ?, IF(depth = 0 OR {expired}, 1, depth + 1), depth),
-  lease_ms = IF(memo = ?, IF(depth = 1, ?, GREATEST(lease_ms, ?)), lease_ms),
-  update_time = IF(memo = ?, UTC_TIMESTAMP(6), update_time)`)
+  token = IF({free}, LAST_INSERT_ID(token + 1), IF(memo = ?, LAST_INSERT_ID(token), token + LAST_INSERT_ID(0))),
+  memo = IF({free} OR memo = ?, ?, memo),
+  depth = IF({free} OR memo = ?, IF({free}, 1, depth + 1), depth),
+  lease_ms = IF({free} OR memo = ?, IF({free}, ?, GREATEST(lease_ms, ?)), lease_ms),
+  update_time = IF({free} OR memo = ?, UTC_TIMESTAMP(6), update_time)`)
 	m.releaseSQL = r.Replace(`UPDATE {t} SET
   memo = IF(depth = 1, '', memo),
   lease_ms = IF(depth = 1, 0, lease_ms),
@@ -76,7 +88,11 @@ func (m *mysqlDialect) quote(ident string) string { return "`" + ident + "`" }
 func (m *mysqlDialect) acquire(ctx context.Context, q querier, key, owner string, ttl time.Duration) (int64, bool, error) {
 	ms := ttl.Milliseconds()
 	res, err := q.ExecContext(ctx, m.acquireSQL, key, owner, ms,
-		owner, owner, owner, owner, owner, ms, ms, owner)
+		owner,        // token
+		owner, owner, // memo
+		owner,         // depth
+		owner, ms, ms, // lease_ms
+		owner) // update_time
 	if err != nil {
 		return 0, false, err
 	}

@@ -1,0 +1,146 @@
+package dblock_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dbtest"
+	"github.com/jmoiron/sqlx"
+)
+
+// exampleDB opens the test PostgreSQL (DBLOCK_POSTGRES_DSN) and migrates the
+// examples' table. In your code: sql.Open("pgx", dsn) and dblock.Migrate.
+func exampleDB() *sql.DB {
+	db, err := sql.Open("pgx", dbtest.DSN(dblock.Postgres))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := dblock.Migrate(context.Background(), db, dblock.WithTable("example_locks")); err != nil {
+		log.Fatal(err)
+	}
+	return db
+}
+
+func ExampleLocker_TryLock() {
+	db := exampleDB()
+	defer db.Close()
+	locker, err := dblock.New(db, dblock.WithTable("example_locks"), dblock.WithTTL(10*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+	ctx := context.Background()
+
+	lock, err := locker.TryLock(ctx, "example:nightly-report")
+	if err != nil {
+		log.Fatal(err)
+	}
+	// A second owner is refused at once.
+	_, err = locker.TryLock(ctx, "example:nightly-report")
+	fmt.Println("second owner:", errors.Is(err, dblock.ErrLocked))
+
+	if err := lock.Unlock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output: second owner: true
+}
+
+func ExampleLocker_Lock() {
+	db := exampleDB()
+	defer db.Close()
+	locker, err := dblock.New(db, dblock.WithTable("example_locks"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// Lock waits while someone else holds the key, until ctx ends.
+	lock, err := locker.Lock(ctx, "example:invoice-42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	first := lock.Token()
+	if err := lock.Unlock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	again, err := locker.Lock(ctx, "example:invoice-42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer again.Unlock(ctx)
+	// Pass the token to whatever you write, so it can refuse a stale holder.
+	fmt.Println("token increased:", again.Token() > first)
+	// Output: token increased: true
+}
+
+func ExampleLocker_Do() {
+	db := exampleDB()
+	defer db.Close()
+	locker, err := dblock.New(db, dblock.WithTable("example_locks"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+
+	err = locker.Do(context.Background(), "example:tenant-7", func(ctx context.Context) error {
+		// ctx is cancelled, with context.Cause wrapping dblock.ErrLockLost,
+		// if the lock is lost while this runs.
+		fmt.Println("only one replica runs this at a time")
+		return ctx.Err()
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Output: only one replica runs this at a time
+}
+
+func ExampleOwner() {
+	db := exampleDB()
+	defer db.Close()
+	locker, err := dblock.New(db, dblock.WithTable("example_locks"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+	ctx := context.Background()
+
+	// Calls that pass the same Owner memo re-enter instead of waiting.
+	outer, err := locker.TryLock(ctx, "example:reentrant", dblock.Owner("batch-worker-3"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	inner, err := locker.TryLock(ctx, "example:reentrant", dblock.Owner("batch-worker-3"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("same acquisition:", inner.Token() == outer.Token())
+	_ = inner.Unlock(ctx) // one level off: still held
+	_ = outer.Unlock(ctx) // released
+	// Output: same acquisition: true
+}
+
+// sqlx users pass the *sql.DB inside their *sqlx.DB.
+func ExampleNew_sqlx() {
+	xdb, err := sqlx.Open("pgx", dbtest.DSN(dblock.Postgres))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer xdb.Close()
+	if err := dblock.Migrate(context.Background(), xdb.DB, dblock.WithTable("example_locks")); err != nil {
+		log.Fatal(err)
+	}
+	locker, err := dblock.New(xdb.DB, dblock.WithTable("example_locks"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+	fmt.Println(locker.Dialect())
+	// Output: postgres
+}

@@ -1,0 +1,93 @@
+package dblock_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dbtest"
+)
+
+// row is a lock row as stored.
+type row struct {
+	memo   string
+	depth  int
+	token  int64
+	lease  int64
+	update int64 // update_time, microseconds since the epoch (database clock)
+}
+
+// readRow reads key's row from table; ok is false if there is none.
+func readRow(t testing.TB, db *sql.DB, d dblock.Dialect, table, key string) (r row, ok bool) {
+	t.Helper()
+	var q string
+	if d == dblock.Postgres {
+		q = `SELECT memo, depth, token, lease_ms, (extract(epoch FROM update_time) * 1000000)::bigint FROM "` + table + `" WHERE key_id = $1`
+	} else {
+		q = "SELECT memo, depth, token, lease_ms, TIMESTAMPDIFF(MICROSECOND, '1970-01-01', update_time) FROM `" + table + "` WHERE key_id = ?"
+	}
+	err := db.QueryRowContext(context.Background(), q, key).Scan(&r.memo, &r.depth, &r.token, &r.lease, &r.update)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, false
+	}
+	if err != nil {
+		t.Fatalf("readRow: %v", err)
+	}
+	return r, true
+}
+
+// exec runs a statement that must succeed.
+func exec(t testing.TB, db *sql.DB, q string, args ...any) {
+	t.Helper()
+	if _, err := db.ExecContext(context.Background(), q, args...); err != nil {
+		t.Fatalf("exec %q: %v", q, err)
+	}
+}
+
+// quote quotes an identifier for d.
+func quote(d dblock.Dialect, ident string) string {
+	if d == dblock.Postgres {
+		return `"` + ident + `"`
+	}
+	return "`" + ident + "`"
+}
+
+// bind returns d's placeholder for the n-th argument.
+func bind(d dblock.Dialect, n int) string {
+	if d == dblock.Postgres {
+		return "$" + string(rune('0'+n))
+	}
+	return "?"
+}
+
+// newLocker returns a Locker on its own pool over table.
+func newLocker(t testing.TB, d dblock.Dialect, table string, opts ...dblock.Option) (*dblock.Locker, *sql.DB) {
+	t.Helper()
+	db := dbtest.Open(t, d)
+	l, err := dblock.New(db, append([]dblock.Option{dblock.WithTable(table)}, opts...)...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l, db
+}
+
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// mustLock returns a function that fails the test on a lock error.
+func mustLock(t testing.TB) func(*dblock.Lock, error) *dblock.Lock {
+	return func(lk *dblock.Lock, err error) *dblock.Lock {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("lock: %v", err)
+		}
+		return lk
+	}
+}
