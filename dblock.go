@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,13 +21,23 @@ type Locker struct {
 	cfg     config
 	log     *slog.Logger
 
-	mu     sync.Mutex
-	held   map[*Lock]struct{}
-	closed bool
+	q       querier // l.db through prepared statements
+	stmts   *stmtCache
+	waits   waitQueues
+	mu      sync.Mutex
+	held    map[*Lock]struct{}
+	closed  bool
+	kick    chan struct{} // wakes the heartbeat loop after a new lock
+	closing chan struct{} // closed by Close
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // the heartbeat loop and the listener
 
-	kick      chan struct{} // wakes the heartbeat loop after a new lock
-	closing   chan struct{}
-	loopDone  chan struct{}
+	listenOnce  sync.Once
+	readyOnce   sync.Once
+	listenReady chan struct{} // closed once the listener is ready or gave up
+	listenState atomic.Int32
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -50,11 +61,15 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	}
 	l := &Locker{
 		db: db, d: d, dialect: name, cfg: c, log: c.logger,
-		held:     make(map[*Lock]struct{}),
-		kick:     make(chan struct{}, 1),
-		closing:  make(chan struct{}),
-		loopDone: make(chan struct{}),
+		stmts:       newStmtCache(db),
+		held:        make(map[*Lock]struct{}),
+		kick:        make(chan struct{}, 1),
+		closing:     make(chan struct{}),
+		listenReady: make(chan struct{}),
 	}
+	l.q = l.stmts
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	l.wg.Add(1)
 	go l.heartbeatLoop()
 	return l, nil
 }
@@ -79,29 +94,50 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...LockOption) (*
 }
 
 // Lock takes key, waiting while another owner holds it, until ctx ends; the
-// error then wraps ctx.Err(). Waiters poll with jittered exponential backoff
-// (see WithRetry).
+// error then wraps ctx.Err().
+//
+// The goroutines of one Locker waiting for one key queue in arrival order,
+// and only the first of them asks the database, so waiters cost one query
+// per wake-up however many there are. On PostgreSQL (pgx) the first waiter is
+// woken by LISTEN/NOTIFY when the key is released, on one connection the
+// Locker keeps for that; elsewhere, and as a fallback for expired leases and
+// missed events, it polls with jittered exponential backoff (WithRetry). A
+// call with Owner tries at once, ahead of the queue, so that re-entering a
+// held lock never waits behind the holder's own waiters.
 func (l *Locker) Lock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
 	lc, err := l.lockConfig(key, opts)
 	if err != nil {
 		return nil, err
 	}
+	if lc.explicitOwner {
+		if lk, err := l.try(ctx, key, lc); !errors.Is(err, ErrLocked) {
+			return lk, err
+		}
+	}
+	w := l.waits.join(key)
+	defer l.waits.leave(key, w)
+	l.ensureListener()
 	b := newBackoff(l.cfg.retryMin, min(l.cfg.retryMax, lc.ttl/2))
+	poll := time.NewTimer(time.Hour)
+	poll.Stop()
+	defer poll.Stop()
 	for {
+		select {
+		case <-w.wake:
+		case <-poll.C:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("dblock: waiting for %q: %w", key, ctxErr(ctx))
+		case <-l.closing:
+			return nil, ErrClosed
+		}
+		if !l.waits.isHead(key, w) {
+			continue // woken by a stale signal; wait for our turn
+		}
 		lk, err := l.try(ctx, key, lc)
 		if !errors.Is(err, ErrLocked) {
 			return lk, err
 		}
-		t := time.NewTimer(b.next())
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("dblock: waiting for %q: %w", key, ctxErr(ctx))
-		case <-l.closing:
-			t.Stop()
-			return nil, ErrClosed
-		}
+		poll.Reset(b.next())
 	}
 }
 
@@ -141,13 +177,15 @@ func (l *Locker) Close() error {
 		}
 		l.mu.Unlock()
 		close(l.closing)
-		<-l.loopDone
+		l.cancel()
+		l.wg.Wait()
 		var errs []error
 		for _, lk := range held {
 			if err := lk.release(context.Background(), fmt.Errorf("%w: %w", ErrReleased, ErrClosed)); err != nil && !errors.Is(err, ErrNotHeld) {
 				errs = append(errs, err)
 			}
 		}
+		l.stmts.close()
 		l.closeErr = errors.Join(errs...)
 	})
 	return l.closeErr
@@ -168,6 +206,8 @@ func (l *Locker) lockConfig(key string, opts []LockOption) (lockConfig, error) {
 	}
 	if lc.owner == "" {
 		lc.owner = newOwner()
+	} else {
+		lc.explicitOwner = true
 	}
 	return lc, nil
 }
@@ -182,7 +222,7 @@ func (l *Locker) try(ctx context.Context, key string, lc lockConfig) (*Lock, err
 	}
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
-		token, ok, err := l.d.acquire(ctx, l.db, key, lc.owner, lc.ttl)
+		token, ok, err := l.d.acquire(ctx, l.q, key, lc.owner, lc.ttl)
 		if err != nil {
 			if l.d.classify(err) == errRolledBack && attempt < maxRollbackRetries && ctx.Err() == nil {
 				continue

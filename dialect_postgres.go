@@ -38,12 +38,18 @@ ON CONFLICT (key_id) DO UPDATE SET
   update_time = EXCLUDED.update_time
 WHERE l.depth = 0 OR {expired} OR l.memo = EXCLUDED.memo
 RETURNING token`)
-	p.releaseSQL = r.Replace(`UPDATE {t} AS l SET
-  depth = l.depth - 1,
-  memo = CASE WHEN l.depth = 1 THEN '' ELSE l.memo END,
-  lease_ms = CASE WHEN l.depth = 1 THEN 0 ELSE l.lease_ms END,
-  update_time = CASE WHEN l.depth = 1 THEN statement_timestamp() ELSE l.update_time END
-WHERE l.key_id = $1 AND l.memo = $2 AND l.token = $3 AND l.depth > 0 AND NOT ({expired})`)
+	// Releasing the last level also notifies dblock_<table> with the key, in
+	// the same transaction, so waiters wake at commit.
+	p.releaseSQL = r.Replace(`WITH r AS (
+  UPDATE {t} AS l SET
+    depth = l.depth - 1,
+    memo = CASE WHEN l.depth = 1 THEN '' ELSE l.memo END,
+    lease_ms = CASE WHEN l.depth = 1 THEN 0 ELSE l.lease_ms END,
+    update_time = CASE WHEN l.depth = 1 THEN statement_timestamp() ELSE l.update_time END
+  WHERE l.key_id = $1 AND l.memo = $2 AND l.token = $3 AND l.depth > 0 AND NOT ({expired})
+  RETURNING l.depth),
+n AS (SELECT pg_notify($4, $1) FROM r WHERE r.depth = 0)
+SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM n)`)
 	p.renewSQL = r.Replace(`UPDATE {t} AS l SET update_time = statement_timestamp()
 FROM unnest($1::text[], $2::bigint[]) AS h(key_id, token)
 WHERE l.key_id = h.key_id AND l.token = h.token AND l.depth > 0 AND NOT ({expired})
@@ -72,11 +78,8 @@ func (p *postgres) acquire(ctx context.Context, q querier, key, owner string, tt
 }
 
 func (p *postgres) release(ctx context.Context, q querier, key, owner string, token int64) (bool, error) {
-	res, err := q.ExecContext(ctx, p.releaseSQL, key, owner, token)
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
+	var n, notified int
+	err := q.QueryRowContext(ctx, p.releaseSQL, key, owner, token, p.channel()).Scan(&n, &notified)
 	return n == 1, err
 }
 

@@ -55,7 +55,7 @@ func (l *Locker) Held() int {
 // heartbeatLoop is the Locker's only goroutine: it renews held leases in
 // batches and ends locks whose local deadline passed.
 func (l *Locker) heartbeatLoop() {
-	defer close(l.loopDone)
+	defer l.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	var lastErr error

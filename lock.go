@@ -89,9 +89,15 @@ func (k *Lock) release(ctx context.Context, cause error) error {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	ok, err := k.l.d.release(ctx, k.l.db, k.key, k.owner, k.token)
+	ok, err := k.l.d.release(ctx, k.l.q, k.key, k.owner, k.token)
 	if err != nil {
 		return k.l.wrapErr("release", k.key, err)
+	}
+	if !k.l.notifying() {
+		// No release event will reach our waiters: wake the first one here.
+		// With events, local and remote waiters are woken the same way, so
+		// neither side has a head start.
+		k.l.waits.wakeHead(k.key)
 	}
 	if !ok {
 		return fmt.Errorf("%w: %q (token %d): lease expired or taken over", ErrNotHeld, k.key, k.token)

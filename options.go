@@ -138,8 +138,9 @@ func WithRetry(min, max time.Duration) Option {
 type LockOption func(*lockConfig) error
 
 type lockConfig struct {
-	owner string
-	ttl   time.Duration
+	owner         string
+	explicitOwner bool // Owner was given: the call may re-enter
+	ttl           time.Duration
 }
 
 // Owner makes the acquisition reentrant under memo: a later call that passes

@@ -1,0 +1,74 @@
+package dblock
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+)
+
+// stmtCache is a querier that prepares each statement text once per pool and
+// reuses it, so a statement with arguments costs one round trip on drivers
+// that would otherwise prepare, execute and close it every time
+// (go-sql-driver/mysql without interpolateParams). Only fixed texts go
+// through it; database/sql re-prepares on each pooled connection as needed.
+type stmtCache struct {
+	db *sql.DB
+	mu sync.Mutex
+	m  map[string]*sql.Stmt
+}
+
+var _ querier = (*stmtCache)(nil)
+
+func newStmtCache(db *sql.DB) *stmtCache {
+	return &stmtCache{db: db, m: make(map[string]*sql.Stmt)}
+}
+
+func (c *stmtCache) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, ok := c.m[query]; ok {
+		return s, nil
+	}
+	s, err := c.db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	c.m[query] = s
+	return s, nil
+}
+
+func (c *stmtCache) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	s, err := c.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return s.ExecContext(ctx, args...)
+}
+
+func (c *stmtCache) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	s, err := c.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return s.QueryContext(ctx, args...)
+}
+
+// QueryRowContext reports a failed prepare through the returned Row's Scan,
+// by running the query unprepared: the driver then returns the same error.
+func (c *stmtCache) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	s, err := c.stmt(ctx, query)
+	if err != nil {
+		return c.db.QueryRowContext(ctx, query, args...)
+	}
+	return s.QueryRowContext(ctx, args...)
+}
+
+// close closes every prepared statement.
+func (c *stmtCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for q, s := range c.m {
+		_ = s.Close()
+		delete(c.m, q)
+	}
+}
