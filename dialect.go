@@ -37,9 +37,12 @@ type dialect interface {
 	// depth 0 the row is marked released. ok is false when that acquisition
 	// no longer holds the key (released, expired or taken over).
 	release(ctx context.Context, q querier, key, owner string, token int64) (ok bool, err error)
-	// renew bumps update_time of every live acquisition in refs and returns
-	// those it could not renew (gone, expired, or taken over).
-	renew(ctx context.Context, q querier, refs []heldRef) (lost []heldRef, err error)
+	// renew bumps update_time of every live acquisition in refs. It never
+	// waits for a row another transaction has locked (a Lock.Check share lock
+	// held for a whole transaction would stall every lock in the batch): it
+	// skips it and returns it in busy, still ours but not renewed this time.
+	// lost lists those that are no longer ours (gone, expired, or taken over).
+	renew(ctx context.Context, db *sql.DB, refs []heldRef) (lost, busy []heldRef, err error)
 	// reap deletes at most limit expired or released rows and returns their keys.
 	reap(ctx context.Context, db *sql.DB, limit int) ([]string, error)
 	// migrateLock serialises Migrate calls for one table across processes on

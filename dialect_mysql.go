@@ -39,10 +39,12 @@ import (
 type mysqlDialect struct {
 	table                   string
 	acquireSQL, releaseSQL  string
-	renewSQL, renewCheckSQL string
+	renewLockSQL, renewSQL  string
+	renewCheckSQL           string
 	reapFenceSQL, reapScan  string
 	reapLockSQL, reapDelSQL string
 	versionDDL              string
+	tx                      *myTx
 }
 
 var _ dialect = (*mysqlDialect)(nil)
@@ -68,18 +70,25 @@ ON DUPLICATE KEY UPDATE
   update_time = IF(depth = 1, UTC_TIMESTAMP(6), update_time),
   depth = depth - 1
 WHERE key_id = ? AND memo = ? AND token = ? AND depth > 0 AND NOT ({expired})`)
-	m.renewSQL = r.Replace(`UPDATE {t} SET update_time = UTC_TIMESTAMP(6)
-WHERE (key_id, token) IN ({refs}) AND depth > 0 AND NOT ({expired})`)
+	// Renewal locks the rows it renews with SKIP LOCKED (MySQL 8.0.1+,
+	// MariaDB 10.6+) in a short READ COMMITTED transaction, so a row that
+	// another transaction holds (a Lock.Check share lock) is skipped, not
+	// waited for. key_id IN (...) lets InnoDB use the primary key.
+	m.renewLockSQL = r.Replace(`SELECT key_id, token FROM {t}
+WHERE key_id IN ({keys}) AND (key_id, token) IN ({refs}) AND depth > 0 AND NOT ({expired})
+FOR UPDATE SKIP LOCKED`)
+	m.renewSQL = r.Replace(`UPDATE {t} SET update_time = UTC_TIMESTAMP(6) WHERE key_id IN ({keys})`)
 	m.renewCheckSQL = r.Replace(`SELECT key_id, token FROM {t}
-WHERE (key_id, token) IN ({refs}) AND depth > 0 AND NOT ({expired})`)
+WHERE key_id IN ({keys}) AND (key_id, token) IN ({refs}) AND depth > 0 AND NOT ({expired})`)
 	m.reapFenceSQL = r.Replace(`SELECT floor_token FROM {fence} WHERE id = 1 FOR UPDATE`)
 	m.reapScan = r.Replace(`SELECT key_id FROM {t} WHERE depth = 0 OR {expired} LIMIT ?`)
-	m.reapLockSQL = r.Replace(`SELECT key_id FROM {t} WHERE key_id IN ({keys}) AND (depth = 0 OR {expired}) FOR UPDATE`)
+	m.reapLockSQL = r.Replace(`SELECT key_id FROM {t} WHERE key_id IN ({keys}) AND (depth = 0 OR {expired}) FOR UPDATE SKIP LOCKED`)
 	m.reapDelSQL = r.Replace(`DELETE FROM {t} WHERE key_id IN ({keys})`)
 	m.versionDDL = `CREATE TABLE IF NOT EXISTS ` + m.quote(table+"_version") + ` (
     version    BIGINT      NOT NULL PRIMARY KEY,
     applied_at DATETIME(6) NOT NULL
 ) ENGINE = InnoDB`
+	m.tx = newMyTx(r)
 	return m
 }
 
@@ -112,37 +121,72 @@ func (m *mysqlDialect) release(ctx context.Context, q querier, key, owner string
 	return n == 1, err
 }
 
-func (m *mysqlDialect) renew(ctx context.Context, q querier, refs []heldRef) ([]heldRef, error) {
-	marks := placeholders("(?, ?)", len(refs))
-	args := make([]any, 0, 2*len(refs))
+func (m *mysqlDialect) renew(ctx context.Context, db *sql.DB, refs []heldRef) (lost, busy []heldRef, err error) {
+	keyArgs := make([]any, 0, len(refs))
+	refArgs := make([]any, 0, 2*len(refs))
 	for _, r := range refs {
-		args = append(args, r.key, r.token)
+		keyArgs = append(keyArgs, r.key)
+		refArgs = append(refArgs, r.key, r.token)
 	}
-	res, err := q.ExecContext(ctx, strings.Replace(m.renewSQL, "{refs}", marks, 1), args...)
+	args := append(keyArgs, refArgs...)
+	refsSQL := strings.NewReplacer("{keys}", placeholders("?", len(refs)), "{refs}", placeholders("(?, ?)", len(refs)))
+	renewed, err := m.renewLocked(ctx, db, refsSQL.Replace(m.renewLockSQL), args)
+	if err != nil || len(renewed) == len(refs) {
+		return nil, nil, err
+	}
+	// Some were skipped or are gone: find which acquisitions are still ours.
+	rows, err := db.QueryContext(ctx, refsSQL.Replace(m.renewCheckSQL), args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	live, err := scanRefs(rows)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, r := range refs {
+		_, ok := renewed[r]
+		_, ours := live[r]
+		switch {
+		case ok:
+		case ours:
+			busy = append(busy, r)
+		default:
+			lost = append(lost, r)
+		}
+	}
+	return lost, busy, nil
+}
+
+// renewLocked renews the live acquisitions whose rows it can lock at once
+// and returns them.
+func (m *mysqlDialect) renewLocked(ctx context.Context, db *sql.DB, lockSQL string, args []any) (_ map[heldRef]struct{}, err error) {
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, err
 	}
-	if n, err := res.RowsAffected(); err == nil && n == int64(len(refs)) {
-		return nil, nil
-	}
-	// Fewer rows changed than asked: find which acquisitions are still ours.
-	rows, err := q.QueryContext(ctx, strings.Replace(m.renewCheckSQL, "{refs}", marks, 1), args...)
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	rows, err := tx.QueryContext(ctx, lockSQL, args...)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	held := make(map[heldRef]struct{}, len(refs))
-	for rows.Next() {
-		var r heldRef
-		if err := rows.Scan(&r.key, &r.token); err != nil {
+	renewed, err := scanRefs(rows)
+	if err != nil {
+		return nil, err
+	}
+	if len(renewed) > 0 {
+		kargs := make([]any, 0, len(renewed))
+		for r := range renewed {
+			kargs = append(kargs, r.key)
+		}
+		if _, err = tx.ExecContext(ctx, strings.Replace(m.renewSQL, "{keys}", placeholders("?", len(kargs)), 1), kargs...); err != nil {
 			return nil, err
 		}
-		held[r] = struct{}{}
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return missing(refs, held), nil
+	return renewed, tx.Commit()
 }
 
 func (m *mysqlDialect) reap(ctx context.Context, db *sql.DB, limit int) (keys []string, err error) {
@@ -241,6 +285,20 @@ func (m *mysqlDialect) classify(err error) errClass {
 		return errConn
 	}
 	return errOther
+}
+
+// scanRefs reads (key_id, token) rows.
+func scanRefs(rows *sql.Rows) (map[heldRef]struct{}, error) {
+	defer rows.Close()
+	refs := make(map[heldRef]struct{})
+	for rows.Next() {
+		var r heldRef
+		if err := rows.Scan(&r.key, &r.token); err != nil {
+			return nil, err
+		}
+		refs[r] = struct{}{}
+	}
+	return refs, rows.Err()
 }
 
 // placeholders returns n copies of mark joined by commas.

@@ -17,6 +17,7 @@ type postgres struct {
 	acquireSQL, releaseSQL string
 	renewSQL, reapSQL      string
 	versionDDL             string
+	tx                     *pgTx
 }
 
 var _ dialect = (*postgres)(nil)
@@ -50,10 +51,24 @@ RETURNING token`)
   RETURNING l.depth),
 n AS (SELECT pg_notify($4, $1) FROM r WHERE r.depth = 0)
 SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM n)`)
-	p.renewSQL = r.Replace(`UPDATE {t} AS l SET update_time = statement_timestamp()
-FROM unnest($1::text[], $2::bigint[]) AS h(key_id, token)
-WHERE l.key_id = h.key_id AND l.token = h.token AND l.depth > 0 AND NOT ({expired})
-RETURNING l.key_id, l.token`)
+	// renewSQL skips rows another transaction has locked (a Lock.Check share
+	// lock, a takeover in flight) instead of waiting for them: "live" says
+	// which acquisitions were still ours when the statement started, "renewed"
+	// which of them it could update.
+	p.renewSQL = r.Replace(`WITH h AS (SELECT * FROM unnest($1::text[], $2::bigint[]) AS h(key_id, token)),
+live AS (
+  SELECT l.key_id, l.token FROM {t} AS l JOIN h ON l.key_id = h.key_id AND l.token = h.token
+  WHERE l.depth > 0 AND NOT ({expired})),
+got AS (
+  SELECT l.key_id FROM {t} AS l JOIN live ON l.key_id = live.key_id AND l.token = live.token
+  WHERE l.depth > 0 AND NOT ({expired})
+  FOR UPDATE OF l SKIP LOCKED),
+upd AS (
+  UPDATE {t} AS l SET update_time = statement_timestamp() FROM got
+  WHERE l.key_id = got.key_id
+  RETURNING l.key_id)
+SELECT live.key_id, live.token, upd.key_id IS NOT NULL
+FROM live LEFT JOIN upd ON upd.key_id = live.key_id`)
 	p.reapSQL = r.Replace(`DELETE FROM {t} AS l WHERE l.key_id IN (
   SELECT l.key_id FROM {t} AS l WHERE l.depth = 0 OR {expired}
   LIMIT $1 FOR UPDATE SKIP LOCKED)
@@ -63,6 +78,7 @@ RETURNING l.key_id`)
     version    BIGINT      NOT NULL PRIMARY KEY,
     applied_at TIMESTAMPTZ NOT NULL DEFAULT statement_timestamp()
 )`
+	p.tx = newPgTx(r)
 	return p
 }
 
@@ -83,29 +99,33 @@ func (p *postgres) release(ctx context.Context, q querier, key, owner string, to
 	return n == 1, err
 }
 
-func (p *postgres) renew(ctx context.Context, q querier, refs []heldRef) ([]heldRef, error) {
+func (p *postgres) renew(ctx context.Context, db *sql.DB, refs []heldRef) (lost, busy []heldRef, err error) {
 	keys := make([]string, len(refs))
 	tokens := make([]int64, len(refs))
 	for i, r := range refs {
 		keys[i], tokens[i] = r.key, r.token
 	}
-	rows, err := q.QueryContext(ctx, p.renewSQL, keys, tokens)
+	rows, err := db.QueryContext(ctx, p.renewSQL, keys, tokens)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer rows.Close()
-	renewed := make(map[heldRef]struct{}, len(refs))
+	live := make(map[heldRef]struct{}, len(refs))
 	for rows.Next() {
 		var r heldRef
-		if err := rows.Scan(&r.key, &r.token); err != nil {
-			return nil, err
+		var renewed bool
+		if err := rows.Scan(&r.key, &r.token, &renewed); err != nil {
+			return nil, nil, err
 		}
-		renewed[r] = struct{}{}
+		live[r] = struct{}{}
+		if !renewed {
+			busy = append(busy, r)
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return missing(refs, renewed), nil
+	return missing(refs, live), busy, nil
 }
 
 func (p *postgres) reap(ctx context.Context, db *sql.DB, limit int) ([]string, error) {

@@ -45,3 +45,18 @@ var (
 	// gone, released, expired on the server or held under another token.
 	ErrTakenOver = errors.New("dblock: lock row taken over or removed")
 )
+
+// Errors of locks taken inside a caller's transaction (LockTx, Lock.Check).
+var (
+	// ErrDeadlock means the database broke a lock conflict by failing this
+	// transaction: a deadlock (PostgreSQL 40P01, MySQL 1213) or, under
+	// REPEATABLE READ or SERIALIZABLE on PostgreSQL, a serialization failure
+	// (40001). Roll the transaction back and run it again; MySQL has already
+	// rolled it back.
+	ErrDeadlock = errors.New("dblock: deadlock; roll back and retry the transaction")
+	// ErrLockTimeout means a row lock wait hit the database's own limit
+	// (MySQL innodb_lock_wait_timeout, 1205; PostgreSQL lock_timeout, 55P03).
+	// On PostgreSQL the transaction is aborted; on MySQL only the statement
+	// failed, but the lock was not taken.
+	ErrLockTimeout = errors.New("dblock: row lock wait timed out")
+)

@@ -148,7 +148,7 @@ func (l *Locker) renewChunk(ctx context.Context, chunk []*Lock) error {
 			refs = append(refs, r)
 		}
 	}
-	lost, err := l.d.renew(ctx, l.db, refs)
+	lost, busy, err := l.d.renew(ctx, l.db, refs)
 	if err != nil {
 		// Try again soon; the deadline stays where the last success put it.
 		l.mu.Lock()
@@ -166,11 +166,21 @@ func (l *Locker) renewChunk(ctx context.Context, chunk []*Lock) error {
 	for _, r := range lost {
 		gone[r] = struct{}{}
 	}
+	skipped := make(map[heldRef]struct{}, len(busy))
+	for _, r := range busy {
+		skipped[r] = struct{}{}
+	}
 	var losers []*Lock
 	l.mu.Lock()
 	for _, lk := range chunk {
 		if _, ok := gone[heldRef{lk.key, lk.token}]; ok {
 			losers = append(losers, lk)
+			continue
+		}
+		if _, ok := skipped[heldRef{lk.key, lk.token}]; ok {
+			// Its row is locked by a transaction (Lock.Check): not renewed,
+			// so the deadline stays; try again soon.
+			lk.nextBeat = start.Add(max(lk.interval/4, 5*time.Millisecond))
 			continue
 		}
 		lk.deadline = start.Add(lk.ttl - safetyMargin(lk.ttl))

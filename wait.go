@@ -1,6 +1,8 @@
 package dblock
 
 import (
+	"context"
+	"fmt"
 	"math/rand/v2"
 	"time"
 )
@@ -22,4 +24,20 @@ func (b *backoff) next() time.Duration {
 	b.cur = min(b.cur*2, b.max)
 	half := d / 2
 	return half + rand.N(half+1)
+}
+
+// pause waits for the backoff's next delay before another try for key. It
+// returns an error wrapping ctx.Err() when ctx ends first, and ErrClosed when
+// the Locker is closed meanwhile.
+func (l *Locker) pause(ctx context.Context, key string, b *backoff) error {
+	t := time.NewTimer(b.next())
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("dblock: waiting for %q: %w", key, ctxErr(ctx))
+	case <-l.closing:
+		return ErrClosed
+	}
 }

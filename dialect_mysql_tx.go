@@ -1,0 +1,145 @@
+package dblock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// myTx holds MySQL's statements for locks inside a caller's transaction.
+//
+// InnoDB under REPEATABLE READ (the default) keeps a lock on every row a
+// locking statement examined, matching or not, until the transaction ends,
+// and a rollback to a savepoint does not release it. So LockTx first asks,
+// outside the caller's transaction, whether a live lease holds the key
+// (probe), and creates a missing row there too (create, which briefly reads
+// the fence under a share lock and must not keep it for the caller's whole
+// transaction). Only then does it lock the row inside the transaction.
+type myTx struct {
+	probe, create, rowNowait, take, check string
+}
+
+// erLockNowait is MySQL 8's ER_LOCK_NOWAIT; MariaDB reports a NOWAIT
+// failure as a lock wait timeout (1205) instead.
+const erLockNowait = 3572
+
+// myCreateTries bounds how often lockTx recreates a row the reaper deleted
+// between its statements before it reports the key as not taken.
+const myCreateTries = 3
+
+func newMyTx(r *strings.Replacer) *myTx {
+	return &myTx{
+		probe: r.Replace(`SELECT depth > 0 AND NOT ({expired}) FROM {t} WHERE key_id = ?`),
+		create: r.Replace(`INSERT INTO {t} (key_id, memo, depth, token, lease_ms, update_time)
+SELECT ?, '', 0, f.floor_token, 0, UTC_TIMESTAMP(6)
+FROM {fence} AS f WHERE f.id = 1 LOCK IN SHARE MODE
+ON DUPLICATE KEY UPDATE key_id = key_id`),
+		rowNowait: r.Replace(`SELECT key_id FROM {t} WHERE key_id = ? FOR UPDATE NOWAIT`),
+		take: r.Replace(`UPDATE {t} SET
+  token = LAST_INSERT_ID(token + 1), memo = '', lease_ms = 0, update_time = UTC_TIMESTAMP(6), depth = 0
+WHERE key_id = ? AND (depth = 0 OR {expired})`),
+		check: r.Replace(`SELECT 1 FROM {t}
+WHERE key_id = ? AND memo = ? AND token = ? AND depth > 0 AND NOT ({expired})
+LOCK IN SHARE MODE`),
+	}
+}
+
+// rowState is what the probe saw of a key's committed row.
+type rowState int
+
+const (
+	rowMissing rowState = iota
+	rowFree             // released or expired (maybe locked by a transaction)
+	rowLive             // held by a live lease
+)
+
+func (m *mysqlDialect) probe(ctx context.Context, db *sql.DB, key string) (rowState, error) {
+	var live bool
+	err := db.QueryRowContext(ctx, m.tx.probe, key).Scan(&live)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return rowMissing, nil
+	case err != nil:
+		return 0, err
+	case live:
+		return rowLive, nil
+	}
+	return rowFree, nil
+}
+
+// lockTx takes the row in three steps: probe and create outside tx, then
+// lock and take inside it. A row the reaper deletes in between is created
+// again. A lease holder that takes the key in between leaves tx holding a
+// lock on its row (see myTx), which lockTx reports as an error wrapping
+// ErrLocked rather than waiting with it: waiting would stop the holder's
+// renewals and Unlock until tx ends.
+func (m *mysqlDialect) lockTx(ctx context.Context, db *sql.DB, tx *sql.Tx, key string, nowait bool) (int64, bool, error) {
+	for range myCreateTries {
+		st, err := m.probe(ctx, db, key)
+		if err != nil || st == rowLive {
+			return 0, false, err
+		}
+		if st == rowMissing {
+			if _, err := db.ExecContext(ctx, m.tx.create, key); err != nil {
+				return 0, false, err
+			}
+		}
+		if nowait {
+			var k string
+			if err := tx.QueryRowContext(ctx, m.tx.rowNowait, key).Scan(&k); err != nil {
+				if isNowaitErr(err) {
+					return 0, false, nil
+				}
+				if errors.Is(err, sql.ErrNoRows) {
+					continue
+				}
+				return 0, false, err
+			}
+		}
+		res, err := tx.ExecContext(ctx, m.tx.take, key)
+		if err != nil {
+			return 0, false, err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return 0, false, err
+		}
+		if n == 1 {
+			token, err := res.LastInsertId()
+			return token, err == nil, err
+		}
+		if st, err = m.probe(ctx, db, key); err != nil {
+			return 0, false, err
+		}
+		if st == rowLive {
+			return 0, false, fmt.Errorf("%w: %q: a lease holder took it while this transaction was locking its row; roll the transaction back before waiting again", ErrLocked, key)
+		}
+	}
+	return 0, false, nil
+}
+
+func isNowaitErr(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == erLockNowait || me.Number == erLockWaitTimeout)
+}
+
+func (m *mysqlDialect) checkTx(ctx context.Context, tx *sql.Tx, key, owner string, token int64) (bool, error) {
+	return rowExists(ctx, tx, m.tx.check, key, owner, token)
+}
+
+func (m *mysqlDialect) txErr(err error) error {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case erLockDeadlock:
+			return ErrDeadlock
+		case erLockWaitTimeout:
+			return ErrLockTimeout
+		}
+	}
+	return nil
+}

@@ -1,0 +1,138 @@
+package dblock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// pgTx holds PostgreSQL's statements for locks inside a caller's
+// transaction. Every statement filters on the row being free (released or
+// expired), so PostgreSQL locks only rows it takes: a row a live lease holds
+// is never locked by a waiting LockTx, and its holder's renewals go on.
+type pgTx struct {
+	rowNowait, take, create, check string
+}
+
+// pgSavepoint brackets TryLockTx's NOWAIT probe: a PostgreSQL error aborts
+// the whole transaction, and rolling back to the savepoint keeps the
+// caller's transaction usable after ErrLocked.
+const pgSavepoint = "dblock_trylocktx"
+
+func newPgTx(r *strings.Replacer) *pgTx {
+	return &pgTx{
+		rowNowait: r.Replace(`SELECT 1 FROM {t} AS l WHERE l.key_id = $1 AND (l.depth = 0 OR {expired}) FOR UPDATE NOWAIT`),
+		take: r.Replace(`UPDATE {t} AS l SET
+  token = nextval('{seq}'), memo = '', depth = 0, lease_ms = 0, update_time = statement_timestamp()
+WHERE l.key_id = $1 AND (l.depth = 0 OR {expired})
+RETURNING l.token`),
+		create: r.Replace(`INSERT INTO {t} (key_id, memo, depth, token, lease_ms, update_time)
+VALUES ($1, '', 0, nextval('{seq}'), 0, statement_timestamp())
+ON CONFLICT (key_id) DO NOTHING`),
+		check: r.Replace(`SELECT 1 FROM {t} AS l
+WHERE l.key_id = $1 AND l.memo = $2 AND l.token = $3 AND l.depth > 0 AND NOT ({expired})
+FOR SHARE`),
+	}
+}
+
+// lockTx takes a free row in tx. A missing row is created released, outside
+// tx, so that no other transaction ever waits for tx's uncommitted insert
+// (which would make TryLockTx wait and hide the row from NOWAIT). If tx still
+// cannot see the row, it inserts it itself: that conflicts with a row a lease
+// holder took meanwhile (no lock taken) or, under REPEATABLE READ, with a row
+// newer than tx's snapshot (a serialization failure, ErrDeadlock).
+func (p *postgres) lockTx(ctx context.Context, db *sql.DB, tx *sql.Tx, key string, nowait bool) (int64, bool, error) {
+	token, ok, err := p.takeTx(ctx, tx, key, nowait)
+	if err != nil || ok {
+		if errors.Is(err, errRowBusy) {
+			return 0, false, nil
+		}
+		return token, ok, err
+	}
+	res, err := db.ExecContext(ctx, p.tx.create, key)
+	if err != nil {
+		return 0, false, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, false, err
+	}
+	if n == 1 {
+		if token, ok, err = p.takeTx(ctx, tx, key, nowait); err != nil || ok {
+			if errors.Is(err, errRowBusy) {
+				return 0, false, nil
+			}
+			return token, ok, err
+		}
+	}
+	err = tx.QueryRowContext(ctx, p.tx.create+` RETURNING token`, key).Scan(&token)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return token, err == nil, err
+}
+
+// errRowBusy says that another transaction holds a row lockTx would not wait for.
+var errRowBusy = errors.New("row locked by another transaction")
+
+// takeTx takes key's row in tx if it is free; with nowait, it returns
+// errRowBusy rather than wait for another transaction.
+func (p *postgres) takeTx(ctx context.Context, tx *sql.Tx, key string, nowait bool) (int64, bool, error) {
+	if nowait {
+		if err := p.rowNowait(ctx, tx, key); err != nil {
+			return 0, false, err
+		}
+	}
+	var token int64
+	err := tx.QueryRowContext(ctx, p.tx.take, key).Scan(&token)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return token, err == nil, err
+}
+
+// rowNowait locks key's row, if it is free, without waiting. It returns
+// errRowBusy, with tx unharmed, when another transaction holds the row.
+func (p *postgres) rowNowait(ctx context.Context, tx *sql.Tx, key string) error {
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT `+pgSavepoint); err != nil {
+		return err
+	}
+	var one int
+	err := tx.QueryRowContext(ctx, p.tx.rowNowait, key).Scan(&one)
+	if err == nil || errors.Is(err, sql.ErrNoRows) {
+		_, err = tx.ExecContext(ctx, `RELEASE SAVEPOINT `+pgSavepoint)
+		return err
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	if _, rerr := tx.ExecContext(rctx, `ROLLBACK TO SAVEPOINT `+pgSavepoint); rerr != nil {
+		return errors.Join(err, fmt.Errorf("rollback to savepoint: %w", rerr))
+	}
+	if sqlState(err) == pgLockNotAvailable {
+		return errRowBusy
+	}
+	return err
+}
+
+func (p *postgres) checkTx(ctx context.Context, tx *sql.Tx, key, owner string, token int64) (bool, error) {
+	return rowExists(ctx, tx, p.tx.check, key, owner, token)
+}
+
+// PostgreSQL SQLSTATEs of lock conflicts inside a transaction.
+const (
+	pgDeadlock         = "40P01"
+	pgSerialization    = "40001"
+	pgLockNotAvailable = "55P03"
+)
+
+func (p *postgres) txErr(err error) error {
+	switch sqlState(err) {
+	case pgDeadlock, pgSerialization:
+		return ErrDeadlock
+	case pgLockNotAvailable:
+		return ErrLockTimeout
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+package dblock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// TxLock is a key held by a database transaction, from LockTx or TryLockTx.
+// The transaction holds it: the lock ends, and the key is free, when the
+// transaction commits or rolls back. It has no lease, no heartbeat and no
+// Unlock.
+type TxLock struct {
+	key   string
+	token int64
+}
+
+// Key returns the locked key.
+func (t *TxLock) Key() string { return t.key }
+
+// Token returns the fencing token the transaction took the key with: larger
+// than the token of every earlier holder of the key, and smaller than that of
+// every holder after the transaction commits. On PostgreSQL tokens come from
+// a sequence and are never given twice. On MySQL the new token is part of the
+// transaction: if it rolls back, the next holder may be given the same token,
+// so a rolled-back transaction must not have used its token outside itself.
+func (t *TxLock) Token() int64 { return t.token }
+
+// LockTx takes key inside tx and holds it until tx commits or rolls back.
+// tx must be a transaction on the Locker's database; pass tx.Tx for an
+// *sqlx.Tx. LockTx never commits, rolls back or closes tx.
+//
+// How it works: the key's row is locked by tx (an UPDATE that gives it a
+// fresh token and leaves it released, depth 0), so every other acquirer
+// (LockTx in another transaction, TryLock, Lock) blocks on that row lock in
+// the database until tx ends, and then finds the key free. Note that a plain
+// TryLock therefore waits for tx rather than failing at once: bound it with
+// its ctx. While another transaction holds the key, LockTx waits in the
+// database (a row lock wait, seen by its deadlock detector); while a lease
+// holder (Lock, TryLock) holds it, LockTx polls with the Locker's backoff
+// (see WithRetry) without locking the row, so the holder's renewals and
+// Unlock go on.
+//
+// Errors: when ctx ends the error wraps ctx.Err(); a deadlock or
+// serialization failure wraps ErrDeadlock, a database lock-wait limit wraps
+// ErrLockTimeout. After any error other than ErrLocked, roll tx back. On
+// MySQL, LockTx can report ErrLocked when a lease holder took the key between
+// its check and its row lock; tx may then hold that row's lock, so roll tx
+// back before trying again. On MySQL, a LockTx whose ctx ends while it waits
+// has its connection dropped by the driver; the server ends the abandoned
+// wait (and its transaction) when the lock is granted or at
+// innodb_lock_wait_timeout.
+//
+// Use READ COMMITTED transactions: under REPEATABLE READ or SERIALIZABLE,
+// PostgreSQL fails a LockTx that meets a row changed after the transaction's
+// snapshot with ErrDeadlock (serialization failure). Calling LockTx again for
+// the same key in the same transaction succeeds at once, with a new token.
+// Owner and TTL options are validated but do not apply: the transaction is
+// the owner and its end is the lease.
+func (l *Locker) LockTx(ctx context.Context, tx *sql.Tx, key string, opts ...LockOption) (*TxLock, error) {
+	return l.lockTx(ctx, tx, key, opts, true)
+}
+
+// TryLockTx is LockTx without waiting: when a lease holder or another
+// transaction holds key it returns an error wrapping ErrLocked at once, and
+// tx stays usable (on PostgreSQL a savepoint undoes the failed attempt). One
+// wait remains: if another transaction is creating key's row at that moment
+// (the key had no row yet), TryLockTx waits for that transaction.
+func (l *Locker) TryLockTx(ctx context.Context, tx *sql.Tx, key string, opts ...LockOption) (*TxLock, error) {
+	return l.lockTx(ctx, tx, key, opts, false)
+}
+
+func (l *Locker) lockTx(ctx context.Context, tx *sql.Tx, key string, opts []LockOption, wait bool) (*TxLock, error) {
+	if tx == nil {
+		return nil, fmt.Errorf("%w: nil *sql.Tx", ErrInvalidOption)
+	}
+	if _, err := l.lockConfig(key, opts); err != nil {
+		return nil, err
+	}
+	td := l.d.(txDialect)
+	var b *backoff
+	for {
+		if l.isClosed() {
+			return nil, ErrClosed
+		}
+		token, ok, err := td.lockTx(ctx, l.db, tx, key, !wait)
+		if err != nil {
+			return nil, l.txErr(ctx, "LockTx", key, err)
+		}
+		if ok {
+			l.log.Debug("dblock: acquired in transaction", "key", key, "token", token)
+			return &TxLock{key: key, token: token}, nil
+		}
+		if !wait {
+			return nil, fmt.Errorf("%w: %q", ErrLocked, key)
+		}
+		if b == nil {
+			b = newBackoff(l.cfg.retryMin, l.cfg.retryMax)
+		}
+		if err := l.pause(ctx, key, b); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// txErr wraps an error from a statement run in the caller's transaction:
+// the caller's cancellation stays visible, lock conflicts get their
+// sentinel.
+func (l *Locker) txErr(ctx context.Context, op, key string, err error) error {
+	if errors.Is(err, ErrLocked) {
+		return err
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("dblock: %s %q: %w: %w", op, key, ctxErr(ctx), err)
+	}
+	if s := l.d.(txDialect).txErr(err); s != nil {
+		return fmt.Errorf("dblock: %s %q: %w: %w", op, key, s, err)
+	}
+	return l.wrapErr(op, key, err)
+}
