@@ -1,0 +1,83 @@
+package advisory
+
+import (
+	"database/sql"
+	"fmt"
+	"reflect"
+
+	"github.com/dblockhq/dblock"
+)
+
+// mode is the kind of advisory lock a statement takes.
+type mode int
+
+const (
+	exclusive mode = iota // session-scoped, exclusive
+	shared                // session-scoped, shared with other shared holders
+	xact                  // transaction-scoped, exclusive
+)
+
+func (m mode) String() string {
+	return [...]string{"exclusive", "shared", "transaction"}[m]
+}
+
+// dialect returns the statements of one database. Each implementation keeps
+// its SQL in its own file. Lock statements return one row and one integer
+// column: 1 when the lock was taken (or released), 0 or NULL when not.
+type dialect interface {
+	// check returns an error wrapping errors.ErrUnsupported for a mode the
+	// database does not have.
+	check(m mode) error
+	// arg turns a validated key into the lock functions' argument.
+	arg(key string) any
+	// sessionIDSQL returns the server's id of the current session, which
+	// interruptSQL and terminateSQL take.
+	sessionIDSQL() string
+	// trySQL takes the lock without waiting; its only argument is arg.
+	trySQL(m mode) string
+	// waitSQL waits in the database until the lock is taken; its
+	// arguments are waitArgs(arg).
+	waitSQL(m mode) string
+	waitArgs(arg any) []any
+	// unlockSQL releases one hold taken by this session.
+	unlockSQL(m mode) string
+	// interruptSQL ends the statement session id is running, from another
+	// session; terminateSQL ends the session.
+	interruptSQL(id int64) (string, []any)
+	terminateSQL(id int64) (string, []any)
+	// aliveSQL counts the sessions with id (0 or 1).
+	aliveSQL() string
+}
+
+var dialects = map[dblock.Dialect]dialect{
+	dblock.Postgres: postgres{},
+	dblock.MySQL:    mysql{},
+}
+
+// driverDialects maps a driver's package path to its dialect. It is a copy of
+// the root package's unexported map (dialect.go): keep the two in step.
+var driverDialects = map[string]dblock.Dialect{
+	"github.com/jackc/pgx/v5/stdlib": dblock.Postgres,
+	"github.com/jackc/pgx/v4/stdlib": dblock.Postgres,
+	"github.com/lib/pq":              dblock.Postgres,
+	"github.com/go-sql-driver/mysql": dblock.MySQL,
+}
+
+// resolveDialect returns the dialect named by the option, or learned from
+// db's driver by the same rule as dblock.New.
+func resolveDialect(db *sql.DB, name dblock.Dialect) (dialect, dblock.Dialect, error) {
+	if name == "" {
+		t := reflect.TypeOf(db.Driver())
+		for t != nil && t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t == nil {
+			return nil, "", fmt.Errorf("%w: nil driver; pass WithDialect", dblock.ErrUnknownDialect)
+		}
+		var ok bool
+		if name, ok = driverDialects[t.PkgPath()]; !ok {
+			return nil, "", fmt.Errorf("%w: driver %s; pass WithDialect", dblock.ErrUnknownDialect, t.String())
+		}
+	}
+	return dialects[name], name, nil
+}

@@ -1,0 +1,43 @@
+package advisory
+
+// postgres implements dialect with PostgreSQL's advisory lock functions on
+// the int64 key space (see KeyID). Session and transaction locks on the same
+// key conflict with each other.
+type postgres struct{}
+
+var _ dialect = postgres{}
+
+var pgTry = [...]string{
+	exclusive: `SELECT pg_try_advisory_lock($1)::int`,
+	shared:    `SELECT pg_try_advisory_lock_shared($1)::int`,
+	xact:      `SELECT pg_try_advisory_xact_lock($1)::int`,
+}
+
+var pgWait = [...]string{
+	exclusive: `SELECT 1 FROM pg_advisory_lock($1)`,
+	shared:    `SELECT 1 FROM pg_advisory_lock_shared($1)`,
+	xact:      `SELECT 1 FROM pg_advisory_xact_lock($1)`,
+}
+
+// pgUnlock has no xact entry: transaction locks end with the transaction.
+var pgUnlock = [...]string{
+	exclusive: `SELECT pg_advisory_unlock($1)::int`,
+	shared:    `SELECT pg_advisory_unlock_shared($1)::int`,
+}
+
+func (postgres) check(mode) error        { return nil }
+func (postgres) arg(key string) any      { return KeyID(key) }
+func (postgres) sessionIDSQL() string    { return `SELECT pg_backend_pid()` }
+func (postgres) trySQL(m mode) string    { return pgTry[m] }
+func (postgres) waitSQL(m mode) string   { return pgWait[m] }
+func (postgres) waitArgs(arg any) []any  { return []any{arg} }
+func (postgres) unlockSQL(m mode) string { return pgUnlock[m] }
+func (postgres) interruptSQL(id int64) (string, []any) {
+	return `SELECT pg_cancel_backend($1)`, []any{id}
+}
+func (postgres) aliveSQL() string {
+	return `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`
+}
+func (postgres) terminateSQL(id int64) (string, []any) {
+	return `SELECT pg_terminate_backend($1)`, []any{id}
+}

@@ -1,0 +1,67 @@
+package advisory
+
+import (
+	"context"
+	"time"
+)
+
+// controlTimeout bounds the statements that clean up after a wait or a
+// lock: interrupting a wait, releasing, ending a session.
+const controlTimeout = 5 * time.Second
+
+// intQuerier runs a statement that returns one integer: a session (with its
+// prepared statements) or a caller's transaction.
+type intQuerier func(ctx context.Context, query string, args ...any) (int64, error)
+
+// wait runs the blocking lock statement query through q, on the server
+// session id, and waits in the database. The statement does not see ctx:
+// drivers answer a cancelled context by closing the socket or by giving up on
+// a result that may already say "taken", and either can leave a lock held (or
+// a waiter queued) in a session nobody knows of. When ctx ends first, wait
+// interrupts the statement from another connection of the pool
+// (pg_cancel_backend, KILL QUERY) and returns only after the statement has
+// returned, with interrupted set: the session is then quiet, and the caller
+// must find out whether the lock was taken anyway. If the statement does not
+// return in time, the session is ended on the server and the socket closed.
+func (l *Locker) wait(ctx context.Context, q intQuerier, id int64, query string, args ...any) (v int64, interrupted bool, err error) {
+	inner, hardStop := context.WithCancel(context.WithoutCancel(ctx))
+	defer hardStop()
+	returned := make(chan struct{})
+	interruptDone := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(interruptDone)
+		l.interrupt(id, returned, hardStop)
+	})
+	v, err = q(inner, query, args...)
+	close(returned)
+	if stop() {
+		return v, false, err
+	}
+	<-interruptDone
+	return v, true, err
+}
+
+// interrupt ends the statement session id is running. It sends the
+// interruption from another connection and waits until the statement has
+// returned; failing that within controlTimeout, it ends the session on the
+// server and calls hardStop, which makes the driver drop the connection.
+func (l *Locker) interrupt(id int64, returned <-chan struct{}, hardStop func()) {
+	ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
+	defer cancel()
+	q, args := l.d.interruptSQL(id)
+	_, err := l.db.ExecContext(ctx, q, args...)
+	if err == nil {
+		select {
+		case <-returned:
+			return
+		case <-ctx.Done():
+		}
+	}
+	l.log.Warn("advisory: could not interrupt a wait; ending its session", "session", id, "err", err)
+	tctx, tcancel := context.WithTimeout(context.Background(), controlTimeout)
+	defer tcancel()
+	q, args = l.d.terminateSQL(id)
+	_, _ = l.db.ExecContext(tctx, q, args...)
+	hardStop()
+	<-returned
+}
