@@ -30,7 +30,8 @@ import (
 // expired" and ours "memo = our memo". Left to right: token and memo see the
 // old row. After memo is set, "memo = ours" holds exactly when we acquired
 // (a row we did not get keeps another owner's memo), and free still sees the
-// old depth, update_time and lease_ms, so depth is right. lease_ms sees the
+// old depth, update_time and lease_ms, so depth is right. acquired_time
+// comes first, where every mode still sees the old row. lease_ms sees the
 // new depth (at least 1 when acquired) but the old update_time and lease_ms:
 // free is then "expired", which differs from the old value only for a
 // released row, whose lease is 0, where GREATEST(0, ttl) = ttl anyway.
@@ -55,10 +56,11 @@ func newMySQL(table string) dialect {
 	m := &mysqlDialect{table: table}
 	r := strings.NewReplacer("{t}", m.quote(table), "{fence}", m.quote(table+"_fence"),
 		"{free}", "(depth = 0 OR "+myExpired+")", "{expired}", myExpired)
-	m.acquireSQL = r.Replace(`INSERT INTO {t} (key_id, memo, depth, token, lease_ms, update_time)
-SELECT ?, ?, 1, LAST_INSERT_ID(f.floor_token + 1), ?, UTC_TIMESTAMP(6)
+	m.acquireSQL = r.Replace(`INSERT INTO {t} (key_id, memo, depth, token, lease_ms, update_time, acquired_time)
+SELECT ?, ?, 1, LAST_INSERT_ID(f.floor_token + 1), ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)
 FROM {fence} AS f WHERE f.id = 1 LOCK IN SHARE MODE
 ON DUPLICATE KEY UPDATE
+  acquired_time = IF({free}, UTC_TIMESTAMP(6), acquired_time),
   token = IF({free}, LAST_INSERT_ID(token + 1), IF(memo = ?, LAST_INSERT_ID(token), token + LAST_INSERT_ID(0))),
   memo = IF({free} OR memo = ?, ?, memo),
   depth = IF({free} OR memo = ?, IF({free}, 1, depth + 1), depth),

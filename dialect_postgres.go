@@ -11,7 +11,9 @@ import (
 // postgres implements dialect for PostgreSQL. Times are the server's
 // statement_timestamp() (timestamptz), so session TimeZone settings do not
 // matter. Tokens come from the sequence <table>_token_seq, which no DELETE can
-// move back.
+// move back. A takeover draws its token in the DO UPDATE, after the row lock
+// is held: the token drawn by VALUES before a wait on that lock may be
+// smaller than one handed out meanwhile.
 type postgres struct {
 	table                  string
 	acquireSQL, releaseSQL string
@@ -29,14 +31,15 @@ func newPostgres(table string) dialect {
 	t := p.quote(table)
 	seq := p.quote(table + "_token_seq")
 	r := strings.NewReplacer("{t}", t, "{seq}", strings.ReplaceAll(seq, `'`, `''`), "{expired}", pgExpired)
-	p.acquireSQL = r.Replace(`INSERT INTO {t} AS l (key_id, memo, depth, token, lease_ms, update_time)
-VALUES ($1, $2, 1, nextval('{seq}'), $3, statement_timestamp())
+	p.acquireSQL = r.Replace(`INSERT INTO {t} AS l (key_id, memo, depth, token, lease_ms, update_time, acquired_time)
+VALUES ($1, $2, 1, nextval('{seq}'), $3, statement_timestamp(), statement_timestamp())
 ON CONFLICT (key_id) DO UPDATE SET
   memo = EXCLUDED.memo,
   depth = CASE WHEN l.depth = 0 OR {expired} THEN 1 ELSE l.depth + 1 END,
-  token = CASE WHEN l.depth = 0 OR {expired} THEN EXCLUDED.token ELSE l.token END,
+  token = CASE WHEN l.depth = 0 OR {expired} THEN nextval('{seq}') ELSE l.token END,
   lease_ms = CASE WHEN l.depth = 0 OR {expired} THEN EXCLUDED.lease_ms ELSE GREATEST(l.lease_ms, EXCLUDED.lease_ms) END,
-  update_time = EXCLUDED.update_time
+  update_time = EXCLUDED.update_time,
+  acquired_time = CASE WHEN l.depth = 0 OR {expired} THEN EXCLUDED.acquired_time ELSE l.acquired_time END
 WHERE l.depth = 0 OR {expired} OR l.memo = EXCLUDED.memo
 RETURNING token`)
 	// Releasing the last level also notifies dblock_<table> with the key, in

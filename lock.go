@@ -78,15 +78,25 @@ func (k *Lock) Unlock(ctx context.Context) error {
 // release ends the lock locally with cause, then removes one level in the
 // database. It reports ErrNotHeld when the lock had already ended.
 func (k *Lock) release(ctx context.Context, cause error) error {
+	if !k.end(cause) {
+		return fmt.Errorf("%w: %q: %w", ErrNotHeld, k.key, k.Err())
+	}
+	return k.releaseRow(ctx)
+}
+
+// end ends the lock locally with cause and reports whether this call did.
+func (k *Lock) end(cause error) bool {
 	first := false
 	k.once.Do(func() {
 		first = true
 		k.l.unregister(k)
 		k.cancel(cause)
 	})
-	if !first {
-		return fmt.Errorf("%w: %q: %w", ErrNotHeld, k.key, k.Err())
-	}
+	return first
+}
+
+// releaseRow takes one level off the lock's row, under its own timeout.
+func (k *Lock) releaseRow(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	ok, err := k.l.d.release(ctx, k.l.q, k.key, k.owner, k.token)

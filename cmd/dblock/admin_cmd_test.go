@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dbtest"
+)
+
+func TestMigrateCommand(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		table := dbtest.TableName()
+		dbtest.Drop(t, dbtest.Open(t, d), d, table)
+		flags := []string{"--dsn", cliDSN(t, d), "--table", table}
+		for range 2 { // idempotent
+			r := cli(t, join("migrate", flags)...)
+			if r.code != 0 || !strings.Contains(r.stdout, "schema version 2") {
+				t.Fatalf("migrate: status %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+			}
+		}
+		if r := cli(t, join("run", flags, "--key", "k", "--", "true")...); r.code != 0 {
+			t.Fatalf("run on the migrated table: status %d, stderr %q", r.code, r.stderr)
+		}
+	})
+}
+
+func TestLsCommand(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		flags, l := freshTable(t, d)
+		if r := cli(t, join("ls", "--json", flags)...); r.code != 0 || strings.TrimSpace(r.stdout) != "[]" {
+			t.Fatalf("ls --json on an empty table: status %d, stdout %q", r.code, r.stdout)
+		}
+		ctx := context.Background()
+		lk, err := l.TryLock(ctx, "ls:key", dblock.Owner("ls-owner"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lk.Unlock(ctx)
+
+		r := cli(t, join("ls", flags)...)
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if r.code != 0 || len(lines) != 2 {
+			t.Fatalf("ls: status %d, stdout %q", r.code, r.stdout)
+		}
+		if h := strings.Fields(lines[0]); strings.Join(h, " ") != "KEY OWNER DEPTH TOKEN HELD FOR EXPIRES IN" {
+			t.Errorf("ls header %q", lines[0])
+		}
+		f := strings.Fields(lines[1])
+		if len(f) != 6 || f[0] != "ls:key" || f[1] != "ls-owner" || f[2] != "1" || f[3] != strconv.FormatInt(lk.Token(), 10) {
+			t.Errorf("ls line %q, want ls:key ls-owner 1 %d ...", lines[1], lk.Token())
+		}
+
+		r = cli(t, join("ls", "--json", flags)...)
+		var got []lockJSON
+		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || r.code != 0 {
+			t.Fatalf("ls --json: status %d, %v, stdout %q", r.code, err, r.stdout)
+		}
+		if len(got) != 1 {
+			t.Fatalf("ls --json: %d locks, want 1", len(got))
+		}
+		g := got[0]
+		if g.Key != "ls:key" || g.Owner != "ls-owner" || g.Depth != 1 || g.Token != lk.Token() ||
+			g.HeldForMS == nil || *g.HeldForMS < 0 || g.ExpiresInMS <= 0 || g.ExpiresInMS > dblock.DefaultTTL.Milliseconds() {
+			t.Errorf("ls --json = %+v", g)
+		}
+	})
+}
+
+func TestUnlockCommand(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		flags, l := freshTable(t, d)
+		r := cli(t, join("unlock", flags, "--force", "free")...)
+		if r.code != exitFailure || !strings.Contains(r.stderr, `nothing holds "free"`) {
+			t.Errorf("unlock of a free key: status %d, stderr %q", r.code, r.stderr)
+		}
+		oneErrorLine(t, r, "")
+		ctx := context.Background()
+		lk, err := l.TryLock(ctx, "held")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := cli(t, join("unlock", flags, "held")...); r.code != exitUsage {
+			t.Errorf("unlock without --force: status %d, want %d", r.code, exitUsage)
+		}
+		r = cli(t, join("unlock", flags, "held", "--force")...) // flags after KEY work too
+		if r.code != 0 || !strings.Contains(r.stdout, "owner "+lk.Owner()) {
+			t.Fatalf("unlock --force: status %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+		if !strings.Contains(r.stderr, "lock broken by hand") || !strings.Contains(r.stderr, "pid ") {
+			t.Errorf("unlock --force did not log who broke the lock: %q", r.stderr)
+		}
+		if err := lk.Unlock(ctx); err == nil {
+			t.Error("the old holder could still unlock a broken lock")
+		}
+	})
+}
+
+func TestReapCommand(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		flags, l := freshTable(t, d)
+		ctx := context.Background()
+		lk, err := l.TryLock(ctx, "reap:me")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if r := cli(t, join("reap", flags)...); r.code != 0 || !strings.Contains(r.stdout, "reaped 1 rows") {
+			t.Fatalf("reap: status %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+
+		// As a service: it reaps at once, then on the schedule, until SIGTERM.
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		cmd, _, stderr := newCmd(rctx, nil, join("reap", flags, "--schedule", "@every 1s")...)
+		cmd.Stdout = nil
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(out)
+		for i := range 2 {
+			if !sc.Scan() || !strings.Contains(sc.Text(), "reaped 0 rows") {
+				t.Fatalf("reap --schedule line %d: %q (stderr %q)", i, sc.Text(), stderr)
+			}
+		}
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		if c := cmd.ProcessState.ExitCode(); c != 0 {
+			t.Errorf("reap --schedule after SIGTERM: status %d, stderr %q", c, stderr)
+		}
+	})
+}
+
+func TestDemoCommand(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		table := dbtest.TableName()
+		dbtest.Drop(t, dbtest.Open(t, d), d, table)
+		r := cli(t, "demo", "--dsn", cliDSN(t, d), "--table", table, "--workers", "3", "--keys", "2", "--duration", "1500ms")
+		if r.code != 0 || !strings.Contains(r.stdout, " 0 violations") {
+			t.Fatalf("demo: status %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+		if strings.Contains(r.stdout, "summary: 0 acquisitions") {
+			t.Errorf("demo acquired nothing: %q", r.stdout)
+		}
+	})
+}

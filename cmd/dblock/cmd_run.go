@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/dblockhq/dblock"
+)
+
+// forwarded are the signals run passes on to CMD.
+var forwarded = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+
+type runFlags struct {
+	key      string
+	wait     time.Duration
+	waitSet  bool
+	noWait   bool
+	grace    time.Duration
+	conflict int
+	argv     []string
+}
+
+func parseRun(a *app, args []string) (*common, runFlags, error) {
+	fs := newFlagSet("run")
+	c := addCommon(fs)
+	var r runFlags
+	fs.StringVar(&r.key, "key", "", "the lock's `key` (required)")
+	fs.DurationVar(&r.wait, "wait", 0, "give up after waiting this long for the lock (default: wait until signalled)")
+	fs.BoolVar(&r.noWait, "no-wait", false, "give up at once if the lock is held")
+	fs.DurationVar(&r.grace, "grace", 10*time.Second, "after a lost lock, time between SIGTERM and SIGKILL to CMD")
+	fs.IntVar(&r.conflict, "conflict-exit", exitTempFail, "exit `status` when the lock was not acquired")
+	const synopsis = "dblock run --key K [--ttl D] [--wait D | --no-wait] [--grace D] [--conflict-exit N] -- CMD [ARGS...]"
+	if err := a.parseFlags(fs, synopsis, args); err != nil {
+		return nil, r, err
+	}
+	r.argv, r.waitSet = fs.Args(), flagSet(fs, "wait")
+	switch {
+	case r.key == "":
+		return nil, r, exitf(exitUsage, "--key is required")
+	case len(r.argv) == 0:
+		return nil, r, exitf(exitUsage, "missing the command to run (dblock run --key K -- CMD [ARGS...])")
+	case r.waitSet && r.noWait:
+		return nil, r, exitf(exitUsage, "--wait and --no-wait exclude each other")
+	case r.wait < 0 || r.grace < 0:
+		return nil, r, exitf(exitUsage, "--wait and --grace must not be negative")
+	case r.conflict < 0 || r.conflict > 255:
+		return nil, r, exitf(exitUsage, "--conflict-exit %d is not an exit status (0..255)", r.conflict)
+	}
+	if err := dblock.ValidateKey(r.key); err != nil {
+		return nil, r, exitErr(exitUsage, err)
+	}
+	if r.waitSet && r.wait == 0 {
+		r.noWait = true
+	}
+	return c, r, c.check()
+}
+
+func cmdRun(ctx context.Context, a *app, args []string) error {
+	c, r, err := parseRun(a, args)
+	if err != nil {
+		return err
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+
+	l, _, closeAll, err := c.open(ctx, a)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	lk, err := acquire(ctx, l, c.logger(a), r, sigs)
+	if err != nil {
+		return err
+	}
+	return supervise(ctx, a, lk, r, sigs)
+}
+
+// acquire takes the lock as the flags say; a signal while waiting ends the
+// wait with status 128+N.
+func acquire(ctx context.Context, l *dblock.Locker, log *slog.Logger, r runFlags, sigs <-chan os.Signal) (*dblock.Lock, error) {
+	held := func() error {
+		return exitf(r.conflict, "%q is held by another owner; not running %s", r.key, r.argv[0])
+	}
+	lk, err := l.TryLock(ctx, r.key)
+	if !errors.Is(err, dblock.ErrLocked) {
+		return lk, err
+	}
+	if r.noWait {
+		return nil, held()
+	}
+	log.Info("dblock run: waiting for the lock", "key", r.key)
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if r.waitSet {
+		var stop context.CancelFunc
+		wctx, stop = context.WithTimeout(wctx, r.wait)
+		defer stop()
+	}
+	done := make(chan struct{})
+	watched := make(chan struct{})
+	var got os.Signal // set by the watcher before watched is closed
+	go func() {
+		defer close(watched)
+		select {
+		case got = <-sigs:
+			cancel(errors.New("signal " + got.String()))
+		case <-done:
+		}
+	}()
+	lk, err = l.Lock(wctx, r.key)
+	close(done)
+	<-watched
+	switch {
+	case got != nil:
+		if lk != nil {
+			_ = lk.Unlock(ctx)
+		}
+		return nil, exitf(128+signalNumber(got), "interrupted by %v while waiting for %q", got, r.key)
+	case errors.Is(err, context.DeadlineExceeded):
+		return nil, held()
+	}
+	return lk, err
+}
+
+func signalNumber(s os.Signal) int {
+	if sig, ok := s.(syscall.Signal); ok {
+		return int(sig)
+	}
+	return 1
+}
+
+// supervise runs CMD while lk is held and returns with CMD's status, or
+// exitLockLost if the lock was lost meanwhile.
+func supervise(ctx context.Context, a *app, lk *dblock.Lock, r runFlags, sigs <-chan os.Signal) error {
+	cmd := exec.Command(r.argv[0], r.argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), "DBLOCK_KEY="+r.key, "DBLOCK_TOKEN="+strconv.FormatInt(lk.Token(), 10))
+	ownProcessGroup(cmd)
+	if err := cmd.Start(); err != nil {
+		_ = lk.Unlock(ctx)
+		code := exitCannotExec
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			code = exitNotFound
+		}
+		return exitf(code, "cannot run %s: %v", r.argv[0], err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	var lost error
+	lockDone := lk.Done()
+	var kill <-chan time.Time
+	for {
+		select {
+		case err := <-exited:
+			return finish(ctx, a, lk, r, cmd, err, lost)
+		case s := <-sigs:
+			_ = signalGroup(cmd.Process, s)
+		case <-lockDone:
+			lockDone = nil
+			lost = lk.Err()
+			fmt.Fprintf(a.stderr, "dblock run: lost the lock on %q (%s); sending SIGTERM to %s\n", r.key, oneLine(lost.Error()), r.argv[0])
+			_ = signalGroup(cmd.Process, syscall.SIGTERM)
+			t := time.NewTimer(r.grace)
+			defer t.Stop()
+			kill = t.C
+		case <-kill:
+			kill = nil
+			fmt.Fprintf(a.stderr, "dblock run: %s still running %v after SIGTERM; sending SIGKILL\n", r.argv[0], r.grace)
+			_ = signalGroup(cmd.Process, syscall.SIGKILL)
+		}
+	}
+}
+
+// finish releases the lock after CMD exited and picks the exit status.
+func finish(ctx context.Context, a *app, lk *dblock.Lock, r runFlags, cmd *exec.Cmd, waitErr error, lost error) error {
+	status := exitStatus(cmd.ProcessState)
+	if waitErr != nil && cmd.ProcessState == nil {
+		status = exitFailure
+	}
+	if lost != nil {
+		return exitf(exitLockLost, "%s ended (status %d) after the lock on %q was lost", r.argv[0], status, r.key)
+	}
+	if err := lk.Unlock(ctx); err != nil {
+		if errors.Is(err, dblock.ErrNotHeld) {
+			return exitf(exitLockLost, "the lock on %q was lost before %s ended: %v", r.key, r.argv[0], err)
+		}
+		// Still ours as far as we know: the lease ends by itself.
+		fmt.Fprintf(a.stderr, "dblock run: releasing %q: %s (the lease expires within %v)\n", r.key, oneLine(err.Error()), lk.TTL())
+	}
+	return exitErr(status, nil)
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/dblockhq/dblock"
+)
+
+// pingTimeout bounds the first contact with the database.
+const pingTimeout = 10 * time.Second
+
+// common holds the flags every command takes.
+type common struct {
+	dsn     string
+	table   string
+	ttl     time.Duration
+	verbose bool
+}
+
+func addCommon(fs *flag.FlagSet) *common {
+	c := &common{}
+	fs.StringVar(&c.dsn, "dsn", "", "database `DSN`: postgres://…, mysql://… or sqlite:PATH (default $DBLOCK_DSN)")
+	fs.StringVar(&c.table, "table", dblock.DefaultTable, "lock table `name`")
+	fs.DurationVar(&c.ttl, "ttl", dblock.DefaultTTL, "lease of the locks taken")
+	fs.BoolVar(&c.verbose, "v", false, "log debug messages to stderr")
+	return c
+}
+
+// check validates the flags that need no database.
+func (c *common) check() error {
+	if err := dblock.ValidateTable(c.table); err != nil {
+		return exitErr(exitUsage, fmt.Errorf("--table: %w", err))
+	}
+	if c.ttl < dblock.MinTTL || c.ttl > dblock.MaxTTL {
+		return exitf(exitUsage, "--ttl %v out of range [%v, %v]", c.ttl, dblock.MinTTL, dblock.MaxTTL)
+	}
+	return nil
+}
+
+// connect parses the DSN, opens a pool and makes sure the server answers.
+func (c *common) connect(ctx context.Context, a *app) (*sql.DB, target, error) {
+	if err := c.check(); err != nil {
+		return nil, target{}, err
+	}
+	dsn := c.dsn
+	if dsn == "" {
+		dsn = os.Getenv("DBLOCK_DSN")
+	}
+	if dsn == "" {
+		return nil, target{}, exitf(exitUsage, "no database: pass --dsn or set DBLOCK_DSN")
+	}
+	t, err := parseDSN(dsn)
+	a.stderr.hide(t.password)
+	if err != nil {
+		return nil, t, exitErr(exitConfig, err)
+	}
+	a.table, a.where = c.table, t.redacted
+	db, err := t.open()
+	if err != nil {
+		return nil, t, exitErr(exitConfig, fmt.Errorf("%s: %w", t.redacted, err))
+	}
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	if err := db.PingContext(pctx); err != nil {
+		db.Close()
+		return nil, t, exitf(exitUnavailable, "cannot reach the database at %s: %v", t.redacted, err)
+	}
+	return db, t, nil
+}
+
+// open connects and returns a Locker on the table; close ends both.
+func (c *common) open(ctx context.Context, a *app) (l *dblock.Locker, t target, closeAll func(), err error) {
+	db, t, err := c.connect(ctx, a)
+	if err != nil {
+		return nil, t, nil, err
+	}
+	l, err = dblock.New(db, dblock.WithTable(c.table), dblock.WithTTL(c.ttl),
+		dblock.WithDialect(t.dialect), dblock.WithLogger(c.logger(a)))
+	if err != nil {
+		db.Close()
+		return nil, t, nil, err
+	}
+	return l, t, func() {
+		if err := l.Close(); err != nil {
+			fmt.Fprintf(a.stderr, "dblock: closing: %v\n", err)
+		}
+		db.Close()
+	}, nil
+}
+
+func (c *common) logger(a *app) *slog.Logger {
+	level := slog.LevelWarn
+	if c.verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+}

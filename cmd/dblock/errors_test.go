@@ -1,0 +1,74 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dbtest"
+)
+
+// TestBadInput checks that every bad DSN, unreachable server, missing table
+// or bad flag gets one line on stderr, the right status, and no password.
+func TestBadInput(t *testing.T) {
+	const secret = "s3cretPW"
+	pg, my := cliDSN(t, dblock.Postgres), cliDSN(t, dblock.MySQL)
+	missing := dbtest.TableName()
+	tests := []struct {
+		name string
+		env  []string
+		args []string
+		want int
+	}{
+		{"malformed port", nil, []string{"ls", "--dsn", "postgres://u:" + secret + "@host:port/db"}, exitConfig},
+		{"malformed host", nil, []string{"ls", "--dsn", "mysql://u:" + secret + "@[bad/db"}, exitConfig},
+		{"unknown scheme", nil, []string{"ls", "--dsn", "u:" + secret + "@tcp(127.0.0.1:3306)/test"}, exitConfig},
+		{"sqlite", nil, []string{"ls", "--dsn", "sqlite:/tmp/dblock-test.db"}, exitConfig},
+		{"unreachable postgres", nil, []string{"ls", "--dsn", "postgres://u:" + secret + "@127.0.0.1:1/test?sslmode=disable"}, exitUnavailable},
+		{"unreachable mysql", nil, []string{"ls", "--dsn", "mysql://u:" + secret + "@127.0.0.1:1/test"}, exitUnavailable},
+		{"unreachable from env", []string{"DBLOCK_DSN=postgres://u:" + secret + "@127.0.0.1:1/test"}, []string{"run", "--key", "k", "--", "true"}, exitUnavailable},
+		{"missing table postgres", nil, []string{"ls", "--dsn", pg, "--table", missing}, exitConfig},
+		{"missing table mysql", nil, []string{"run", "--dsn", my, "--table", missing, "--key", "k", "--", "true"}, exitConfig},
+		{"missing table unlock", nil, []string{"unlock", "--force", "--dsn", pg, "--table", missing, "k"}, exitConfig},
+		{"missing table reap", nil, []string{"reap", "--dsn", my, "--table", missing}, exitConfig},
+		{"no dsn", nil, []string{"ls"}, exitUsage},
+		{"no command", nil, nil, exitUsage},
+		{"unknown command", nil, []string{"frobnicate"}, exitUsage},
+		{"unknown flag", nil, []string{"ls", "--bogus"}, exitUsage},
+		{"bad table", nil, []string{"ls", "--dsn", pg, "--table", "bad-name"}, exitUsage},
+		{"bad ttl", nil, []string{"run", "--dsn", pg, "--ttl", "1ms", "--key", "k", "--", "true"}, exitUsage},
+		{"bad duration", nil, []string{"run", "--dsn", pg, "--wait", "soon", "--key", "k", "--", "true"}, exitUsage},
+		{"run without key", nil, []string{"run", "--dsn", pg, "--", "true"}, exitUsage},
+		{"run without command", nil, []string{"run", "--dsn", pg, "--key", "k"}, exitUsage},
+		{"run wait and no-wait", nil, []string{"run", "--dsn", pg, "--key", "k", "--wait", "1s", "--no-wait", "--", "true"}, exitUsage},
+		{"run bad conflict status", nil, []string{"run", "--dsn", pg, "--key", "k", "--conflict-exit", "300", "--", "true"}, exitUsage},
+		{"run empty key", nil, []string{"run", "--dsn", pg, "--key", "", "--", "true"}, exitUsage},
+		{"reap bad schedule", nil, []string{"reap", "--dsn", pg, "--schedule", "every tuesday"}, exitUsage},
+		{"unlock two keys", nil, []string{"unlock", "--force", "--dsn", pg, "a", "b"}, exitUsage},
+		{"demo no workers", nil, []string{"demo", "--dsn", pg, "--workers", "0"}, exitUsage},
+		{"ls extra argument", nil, []string{"ls", "--dsn", pg, "extra"}, exitUsage},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := cliEnv(t, tt.env, tt.args...)
+			if r.code != tt.want {
+				t.Errorf("status %d, want %d; stderr %q", r.code, tt.want, r.stderr)
+			}
+			oneErrorLine(t, r, secret)
+			if r.stdout != "" {
+				t.Errorf("stdout %q, want nothing", r.stdout)
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	r := cli(t, "help")
+	if r.code != 0 || !strings.Contains(r.stdout, "Exit status") || !strings.Contains(r.stdout, "75") {
+		t.Errorf("help: status %d, stdout %q", r.code, r.stdout)
+	}
+	r = cli(t, "run", "-h")
+	if r.code != 0 || !strings.Contains(r.stdout, "-conflict-exit") {
+		t.Errorf("run -h: status %d, stdout %q", r.code, r.stdout)
+	}
+}

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/dblockhq/dblock"
+)
+
+// Exit codes; see doc.go and usage.
+const (
+	exitOK          = 0
+	exitFailure     = 1   // the operation failed (e.g. unlock: nothing held the key)
+	exitUsage       = 64  // EX_USAGE: bad command line
+	exitUnavailable = 69  // EX_UNAVAILABLE: the database cannot be reached
+	exitViolation   = 70  // EX_SOFTWARE: demo saw two holders overlap or a token go back
+	exitLockLost    = 74  // EX_IOERR: run lost the lock while CMD ran
+	exitTempFail    = 75  // EX_TEMPFAIL: run did not get the lock (see --conflict-exit)
+	exitConfig      = 78  // EX_CONFIG: bad or unsupported DSN, or lock table missing
+	exitCannotExec  = 126 // run: CMD found but could not be started
+	exitNotFound    = 127 // run: CMD not found
+)
+
+const usage = `dblock: distributed locks in PostgreSQL or MySQL/MariaDB.
+
+Usage:
+  dblock migrate [flags]                      create or upgrade the lock table
+  dblock run --key K [flags] -- CMD [ARGS...] run CMD while holding K
+  dblock ls [--json] [flags]                  list held locks
+  dblock reap [--schedule SPEC] [flags]       delete expired and released rows
+  dblock unlock --force [flags] KEY           break a lock by hand (logged)
+  dblock demo [flags]                         workers contend for keys; checks safety
+
+Every command takes:
+  --dsn DSN     postgres://user:pass@host:5432/db?sslmode=disable, mysql://user:pass@host:3306/db,
+                or sqlite:PATH (not built yet); default $DBLOCK_DSN
+  --table NAME  lock table (default lock_table)
+  --ttl D       lease of locks taken (default 30s)
+  -v            log debug messages to stderr
+Run "dblock CMD -h" for a command's own flags.
+
+Exit status:
+  0     success; for run, CMD's own status (128+N if CMD died of signal N)
+  1     the operation failed (unlock: nothing held the key; other errors)
+  64    bad command line
+  69    the database cannot be reached
+  70    demo: a safety violation was seen
+  74    run: the lock was lost while CMD ran; CMD was sent SIGTERM, then SIGKILL
+  75    run: the lock was not acquired (--no-wait or --wait expired); see --conflict-exit
+  78    bad or unsupported DSN, or the lock table is missing (run dblock migrate)
+  126   run: CMD could not be started
+  127   run: CMD not found
+  130, 143  run: interrupted by SIGINT or SIGTERM while waiting for the lock
+`
+
+type command func(ctx context.Context, a *app, args []string) error
+
+var commands = map[string]command{
+	"migrate": cmdMigrate,
+	"run":     cmdRun,
+	"ls":      cmdLs,
+	"reap":    cmdReap,
+	"unlock":  cmdUnlock,
+	"demo":    cmdDemo,
+}
+
+// app carries what every command writes to. stderr scrubs the DSN's
+// password from anything written through it.
+type app struct {
+	stdout io.Writer
+	stderr *scrubber
+	table  string // the lock table, once the database is known
+	where  string // the redacted DSN, once parsed
+}
+
+func main() {
+	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func realMain(args []string, stdout, stderr io.Writer) int {
+	a := &app{stdout: stdout, stderr: &scrubber{w: stderr}}
+	if len(args) == 0 {
+		fmt.Fprintln(a.stderr, `dblock: missing command (run "dblock help")`)
+		return exitUsage
+	}
+	name := args[0]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(a.stdout, usage)
+		return exitOK
+	}
+	cmd, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(a.stderr, "dblock: unknown command %q (run \"dblock help\")\n", name)
+		return exitUsage
+	}
+	err := cmd(context.Background(), a, args[1:])
+	code, msg := a.describe(err)
+	if msg != "" {
+		fmt.Fprintln(a.stderr, "dblock "+name+": "+oneLine(msg))
+	}
+	return code
+}
+
+// exitError carries a chosen exit status; a nil err prints nothing.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+func exitErr(code int, err error) error { return &exitError{code: code, err: err} }
+
+func exitf(code int, format string, args ...any) error {
+	return &exitError{code: code, err: fmt.Errorf(format, args...)}
+}
+
+// describe maps an error to an exit status and the line to print.
+func (a *app) describe(err error) (int, string) {
+	var ee *exitError
+	switch {
+	case err == nil:
+		return exitOK, ""
+	case errors.As(err, &ee):
+		if ee.err == nil {
+			return ee.code, ""
+		}
+		return ee.code, ee.err.Error()
+	case errors.Is(err, dblock.ErrNoSchema):
+		return exitConfig, fmt.Sprintf("table %s does not exist in %s; run \"dblock migrate\" first", a.table, a.where)
+	case errors.Is(err, dblock.ErrInvalidOption), errors.Is(err, dblock.ErrInvalidKey):
+		return exitUsage, err.Error()
+	}
+	return exitFailure, err.Error()
+}
+
+// oneLine folds s onto one line.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// newFlagSet returns a FlagSet that reports errors as values, not output.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("dblock "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+// parseFlags parses args; -h prints the command's help to stdout.
+func (a *app) parseFlags(fs *flag.FlagSet, synopsis string, args []string) error {
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(a.stdout, "Usage: %s\n\nFlags:\n", synopsis)
+		fs.SetOutput(a.stdout)
+		fs.PrintDefaults()
+		fmt.Fprint(a.stdout, "\nRun \"dblock help\" for the exit statuses.\n")
+		return exitErr(exitOK, nil)
+	}
+	if err != nil {
+		return exitf(exitUsage, "%v (see \"%s -h\")", err, fs.Name())
+	}
+	return nil
+}
+
+// flagSet reports whether name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// scrubber replaces secrets in everything written through it: a last
+// guard that no password reaches the terminal, whatever a driver says.
+type scrubber struct {
+	w       io.Writer
+	secrets []string
+}
+
+// minSecret is the shortest secret scrubbed; shorter ones would mangle text.
+const minSecret = 3
+
+// hide adds secret, and its URL-escaped forms, to what is scrubbed.
+func (s *scrubber) hide(secret string) {
+	for _, v := range []string{secret, url.PathEscape(secret), url.QueryEscape(secret)} {
+		if len(v) >= minSecret && !slices.Contains(s.secrets, v) {
+			s.secrets = append(s.secrets, v)
+		}
+	}
+}
+
+func (s *scrubber) Write(p []byte) (int, error) {
+	if len(s.secrets) == 0 {
+		return s.w.Write(p)
+	}
+	text := string(p)
+	for _, v := range s.secrets {
+		text = strings.ReplaceAll(text, v, "xxxxx")
+	}
+	if _, err := io.WriteString(s.w, text); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}

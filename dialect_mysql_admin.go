@@ -1,0 +1,79 @@
+package dblock
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+)
+
+var _ adminDialect = (*mysqlDialect)(nil)
+var _ lingerDialect = (*mysqlDialect)(nil)
+
+// myInfoCols are the columns scanInfo reads, durations computed with the
+// server's clock (UTC_TIMESTAMP is fixed for the whole statement).
+const myInfoCols = `key_id, memo, depth, token,
+  TIMESTAMPDIFF(MICROSECOND, acquired_time, UTC_TIMESTAMP(6)),
+  TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), update_time + INTERVAL lease_ms * 1000 MICROSECOND)`
+
+func (m *mysqlDialect) adminReplacer() *strings.Replacer {
+	return strings.NewReplacer("{t}", m.quote(m.table), "{cols}", myInfoCols, "{expired}", myExpired)
+}
+
+func (m *mysqlDialect) list(ctx context.Context, q querier) ([]LockInfo, error) {
+	rows, err := q.QueryContext(ctx, m.adminReplacer().Replace(`SELECT {cols} FROM {t}
+WHERE depth > 0 AND NOT ({expired})
+ORDER BY key_id`))
+	if err != nil {
+		return nil, err
+	}
+	return scanInfos(rows)
+}
+
+// forceRetries bounds how often forceRelease reads the row again when its
+// holder changed it (renewed, re-entered) between the read and the update.
+const forceRetries = 10
+
+// forceRelease reads the live row, then releases it in place only if it is
+// still the acquisition read (MySQL has no UPDATE ... RETURNING).
+func (m *mysqlDialect) forceRelease(ctx context.Context, q querier, key string) (LockInfo, bool, error) {
+	r := m.adminReplacer()
+	get := r.Replace(`SELECT {cols} FROM {t} WHERE key_id = ? AND depth > 0 AND NOT ({expired})`)
+	upd := r.Replace(`UPDATE {t} SET memo = '', lease_ms = 0, update_time = UTC_TIMESTAMP(6), depth = 0
+WHERE key_id = ? AND memo = ? AND token = ? AND depth = ? AND NOT ({expired})`)
+	for range forceRetries {
+		info, err := scanInfo(q.QueryRowContext(ctx, get, key))
+		if err == sql.ErrNoRows {
+			return LockInfo{}, false, nil
+		}
+		if err != nil {
+			return LockInfo{}, false, err
+		}
+		res, err := q.ExecContext(ctx, upd, key, info.Owner, info.Token, info.Depth)
+		if err != nil {
+			return LockInfo{}, false, err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			return info, err == nil, err
+		}
+	}
+	return LockInfo{}, false, fmt.Errorf("dblock: %q changed %d times while being released; try again", key, forceRetries)
+}
+
+// linger shortens the lease of a depth-1 acquisition so that it ends atLeast
+// after the acquisition by the server's clock; ok is false when that moment
+// has passed or the acquisition is no longer live.
+func (m *mysqlDialect) linger(ctx context.Context, q querier, key, owner string, token int64, atLeast time.Duration) (bool, error) {
+	ms := atLeast.Milliseconds()
+	res, err := q.ExecContext(ctx, m.adminReplacer().Replace(`UPDATE {t}
+SET lease_ms = ? - FLOOR(TIMESTAMPDIFF(MICROSECOND, acquired_time, update_time) / 1000)
+WHERE key_id = ? AND memo = ? AND token = ? AND depth = 1 AND NOT ({expired})
+  AND acquired_time + INTERVAL ? * 1000 MICROSECOND > UTC_TIMESTAMP(6)`),
+		ms, key, owner, token, ms)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}

@@ -1,0 +1,201 @@
+package dblock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+// JobFunc is a cron job that takes a context. Wrapped by Singleton, it
+// receives a context that is cancelled, with a cause wrapping ErrLockLost,
+// when its lock is lost: when it runs past LockAtMostFor, or when the lock is
+// broken by hand. Its error is logged by Singleton. Run outside Singleton, it
+// gets context.Background() and its error is dropped.
+type JobFunc func(ctx context.Context) error
+
+// Run implements cron.Job.
+func (f JobFunc) Run() { _ = f(context.Background()) }
+
+// SingletonOption configures Singleton. Bad values make every tick log an
+// error instead of running the job.
+type SingletonOption func(*singletonConfig) error
+
+type singletonConfig struct {
+	atMost, atLeast time.Duration
+}
+
+// LockAtMostFor bounds how long one run holds the lock (default: the
+// Locker's TTL). The lock is taken with this lease and is not renewed: a
+// job still running when it ends (less a tenth, the safety margin) loses
+// the lock, and a JobFunc's context is cancelled saying so; the row expires
+// d after it was taken by the database's clock, even if the node died, and
+// the job may then start on another node. Choose d well above the job's
+// longest run.
+func LockAtMostFor(d time.Duration) SingletonOption {
+	return func(c *singletonConfig) error {
+		if err := validateTTL("LockAtMostFor", d); err != nil {
+			return err
+		}
+		c.atMost = d
+		return nil
+	}
+}
+
+// LockAtLeastFor keeps the lock at least d after it was taken (default 0,
+// at most LockAtMostFor), so that nodes whose clocks fire the same tick a
+// little later find it held and skip. A job that ends sooner leaves its row
+// held with a lease that ends d after the acquisition by the database's
+// clock; nothing waits in the process meanwhile.
+func LockAtLeastFor(d time.Duration) SingletonOption {
+	return func(c *singletonConfig) error {
+		if d < 0 {
+			return fmt.Errorf("%w: LockAtLeastFor %v is negative", ErrInvalidOption, d)
+		}
+		c.atLeast = d
+		return nil
+	}
+}
+
+// Singleton returns a cron.JobWrapper that runs a job scheduled on every
+// node on at most one node per tick. Each tick tries, without waiting, to
+// take the lock named name; a node that finds it held skips the tick (logged
+// at Debug level). Errors taking or releasing the lock, a JobFunc's error and
+// a lost lock are logged through the Locker's logger. The wrapped job blocks
+// only while the job runs. Panics in the job propagate after the lock is
+// released (combine with cron.Recover). locker must not be nil.
+//
+// Why LockAtLeastFor leaves a lease in the database rather than holding the
+// lock in the process until d has passed: the point of the bound is what
+// other nodes see, and they see the database; a lease ending at acquisition
+// + d by the database's clock is exact, costs no goroutine, does not hold up
+// cron.Stop, and survives the process exiting right after the job.
+func Singleton(locker *Locker, name string, opts ...SingletonOption) cron.JobWrapper {
+	if locker == nil {
+		panic("dblock: Singleton: nil Locker")
+	}
+	s := &singleton{l: locker, name: name}
+	s.err = s.configure(opts)
+	return func(j cron.Job) cron.Job {
+		return cron.FuncJob(func() { s.run(j) })
+	}
+}
+
+type singleton struct {
+	l    *Locker
+	name string
+	cfg  singletonConfig
+	err  error // configuration error, reported at each tick
+}
+
+func (s *singleton) configure(opts []SingletonOption) error {
+	if err := ValidateKey(s.name); err != nil {
+		return err
+	}
+	s.cfg = singletonConfig{atMost: s.l.TTL()}
+	for _, o := range opts {
+		if o == nil {
+			return fmt.Errorf("%w: nil SingletonOption", ErrInvalidOption)
+		}
+		if err := o(&s.cfg); err != nil {
+			return err
+		}
+	}
+	if s.cfg.atLeast > s.cfg.atMost {
+		return fmt.Errorf("%w: LockAtLeastFor %v is longer than LockAtMostFor %v", ErrInvalidOption, s.cfg.atLeast, s.cfg.atMost)
+	}
+	return nil
+}
+
+func (s *singleton) run(j cron.Job) {
+	log := s.l.log.With("job", s.name)
+	if s.err != nil {
+		log.Error("dblock: singleton: not run", "err", s.err)
+		return
+	}
+	ctx := context.Background()
+	start := time.Now()
+	lk, err := s.l.TryLock(ctx, s.name, TTL(s.cfg.atMost))
+	if errors.Is(err, ErrLocked) {
+		log.Debug("dblock: singleton: skipped, running elsewhere")
+		return
+	}
+	if err != nil {
+		log.Error("dblock: singleton: cannot take the lock", "err", err)
+		return
+	}
+	lk.stopRenewing()
+	defer func() {
+		if err := s.finish(ctx, lk, start); err != nil {
+			log.Warn("dblock: singleton: lock not released cleanly", "token", lk.Token(), "err", err)
+		}
+	}()
+	if f, ok := j.(JobFunc); ok {
+		if err := f(lk.ctx); err != nil {
+			log.Error("dblock: singleton: job failed", "token", lk.Token(), "err", err)
+		}
+		return
+	}
+	j.Run()
+}
+
+// finish ends the run's lock: released at once, or left to expire
+// LockAtLeastFor after it was taken.
+func (s *singleton) finish(ctx context.Context, lk *Lock, start time.Time) error {
+	if err := lk.Err(); err != nil {
+		return fmt.Errorf("job ran past LockAtMostFor %v or its lock was broken: %w", s.cfg.atMost, err)
+	}
+	if time.Since(start) < s.cfg.atLeast {
+		return lk.linger(ctx, start, s.cfg.atLeast)
+	}
+	return lk.Unlock(ctx)
+}
+
+// stopRenewing takes k out of the heartbeat's renewals: its lease then ends
+// one TTL after it was taken, and the heartbeat ends it locally at its
+// deadline (TTL less the safety margin) with ErrLeaseExpired.
+func (k *Lock) stopRenewing() {
+	k.l.mu.Lock()
+	k.nextBeat = k.deadline.Add(k.ttl)
+	k.l.mu.Unlock()
+}
+
+// lingerDialect is implemented by dialects that can leave a released lock
+// held until a moment measured from its acquisition by the database clock.
+type lingerDialect interface {
+	// linger sets the lease of acquisition (key, owner, token), at depth 1,
+	// to end atLeast after it was taken; ok is false when that moment has
+	// passed or the acquisition is no longer live.
+	linger(ctx context.Context, q querier, key, owner string, token int64, atLeast time.Duration) (ok bool, err error)
+}
+
+// linger ends k locally and leaves its row held until atLeast after it was
+// taken (start is when the acquisition was sent), or releases it at once if
+// that moment has passed.
+func (k *Lock) linger(ctx context.Context, start time.Time, atLeast time.Duration) error {
+	ld, ok := k.l.d.(lingerDialect)
+	if !ok {
+		// Hold the lock in the process instead, on the monotonic clock.
+		t := time.NewTimer(time.Until(start.Add(atLeast)))
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-k.Done():
+		}
+		return k.Unlock(ctx)
+	}
+	if !k.end(ErrReleased) {
+		return fmt.Errorf("%w: %q: %w", ErrNotHeld, k.key, k.Err())
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	if ok, err := ld.linger(lctx, k.l.db, k.key, k.owner, k.token, atLeast); err != nil || ok {
+		if err != nil {
+			return k.l.wrapErr("linger", k.key, err)
+		}
+		return nil
+	}
+	return k.releaseRow(ctx)
+}
