@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dblockhq/dblock"
+)
+
+// contendedLockers is how many Lockers (each on its own pool) share the
+// contended case's goroutines.
+const contendedLockers = 2
+
+// event is an acquisition or a release start, on the monotonic clock.
+type event struct {
+	at  time.Time
+	acq bool
+}
+
+// contended runs g goroutines on one key through contendedLockers Lockers,
+// with the blocking Lock and a busy critical section of cfg.critical.
+func contended(ctx context.Context, t *target, cfg config, g int) (Row, error) {
+	lockers := make([]*dblock.Locker, contendedLockers)
+	for i := range lockers {
+		l, closeL, err := t.locker(2*g/contendedLockers, cfg.ttl)
+		if err != nil {
+			return Row{}, err
+		}
+		defer closeL()
+		lockers[i] = l
+	}
+	const key = "bench-contended"
+	var (
+		mu        sync.Mutex
+		events    []event
+		inside    atomic.Int64
+		overlaps  atomic.Int64
+		errs      atomic.Int64
+		deadlocks atomic.Int64
+		firstErr  atomic.Value
+	)
+	fail := func(err error) {
+		errs.Add(1)
+		if t.sql.isDeadlock(err) {
+			deadlocks.Add(1)
+		}
+		firstErr.CompareAndSwap(nil, err.Error())
+	}
+	// Warm up: every goroutine's pool opens a connection and prepares.
+	for i := range g {
+		lk, err := lockers[i%contendedLockers].Lock(ctx, key)
+		if err != nil {
+			return Row{}, err
+		}
+		if err := lk.Unlock(ctx); err != nil {
+			return Row{}, err
+		}
+	}
+	counts := make([]int64, g)
+	waits := make([]time.Duration, g)
+	runCtx, cancel := context.WithTimeout(ctx, cfg.duration)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range g {
+		wg.Go(func() {
+			l := lockers[i%contendedLockers]
+			for runCtx.Err() == nil {
+				t0 := time.Now()
+				lk, err := l.Lock(runCtx, key)
+				if err != nil {
+					if runCtx.Err() == nil {
+						fail(err)
+					}
+					continue
+				}
+				acq := time.Now()
+				if inside.Add(1) != 1 {
+					overlaps.Add(1)
+				}
+				waits[i] = max(waits[i], acq.Sub(t0))
+				counts[i]++
+				spin(cfg.critical)
+				inside.Add(-1)
+				rel := time.Now()
+				mu.Lock()
+				events = append(events, event{acq, true}, event{rel, false})
+				mu.Unlock()
+				if err := lk.Unlock(ctx); err != nil {
+					fail(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+
+	var total, top int64
+	var longest time.Duration
+	for i := range g {
+		total += counts[i]
+		top = max(top, counts[i])
+		longest = max(longest, waits[i])
+	}
+	lat := handoffs(events)
+	r := rowFrom(measured{ops: total, errs: errs.Load(), elapsed: elapsed, lat: lat})
+	if v := firstErr.Load(); v != nil {
+		r.FirstError = v.(string)
+	}
+	r.Errors += overlaps.Load()
+	r.Contended = &ContendedStat{
+		Lockers:           contendedLockers,
+		CriticalMicros:    micros(cfg.critical),
+		Handoffs:          int64(len(lat)),
+		LongestWaitMicros: micros(longest),
+		Deadlocks:         deadlocks.Load(),
+		Overlaps:          overlaps.Load(),
+	}
+	if total > 0 {
+		r.Contended.MaxShare = float64(top) / float64(total)
+	}
+	return r, nil
+}
+
+// handoffs pairs each acquisition with the release start just before it (by
+// anyone) and returns those latencies, sorted. Holders never overlap, so in
+// time order the events alternate release, acquisition, release, ...; an
+// acquisition with no release before it (the first) is not a handoff.
+func handoffs(events []event) []time.Duration {
+	slices.SortStableFunc(events, func(a, b event) int { return a.at.Compare(b.at) })
+	var lat []time.Duration
+	var last time.Time
+	for _, e := range events {
+		switch {
+		case !e.acq:
+			last = e.at
+		case !last.IsZero():
+			lat = append(lat, e.at.Sub(last))
+			last = time.Time{}
+		}
+	}
+	slices.Sort(lat)
+	return lat
+}

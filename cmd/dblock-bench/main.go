@@ -1,0 +1,86 @@
+// Command dblock-bench measures dblock against the database's own floor, on
+// the same server in one run: the raw insert/delete cycle, TryLock+Unlock,
+// a contended key (handoffs/s and handoff latency), session locks, and the
+// cost of holding many locks. It prints a table as it goes and writes JSON,
+// an SVG chart and, with -md, a markdown table. See bench/README.md.
+//
+//	go run ./cmd/dblock-bench -db all
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dbtest"
+)
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	if err != nil {
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if _, err := run(ctx, cfg, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "dblock-bench:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string, errOut io.Writer) (config, error) {
+	fs := flag.NewFlagSet("dblock-bench", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	var cfg config
+	db := fs.String("db", "all", "database to measure: postgres, mysql or all")
+	pgDSN := fs.String("postgres-dsn", dbtest.DSN(dblock.Postgres), "PostgreSQL DSN (pgx)")
+	myDSN := fs.String("mysql-dsn", dbtest.DSN(dblock.MySQL), "MySQL/MariaDB DSN (go-sql-driver/mysql)")
+	fs.DurationVar(&cfg.duration, "duration", 3*time.Second, "measuring time per case")
+	fs.DurationVar(&cfg.ttl, "ttl", 30*time.Second, "lease of every lock; the heartbeat is dblock's default, ttl/3")
+	fs.DurationVar(&cfg.critical, "critical", 20*time.Microsecond, "critical section of the contended case (busy wait)")
+	fs.IntVar(&cfg.held, "held", 10000, "locks held by the heartbeat case")
+	fs.IntVar(&cfg.intervals, "intervals", 3, "heartbeat intervals the heartbeat case watches")
+	fs.StringVar(&cfg.jsonPath, "json", "bench/results/latest.json", "JSON output file")
+	fs.StringVar(&cfg.svgPath, "svg", "bench/results/contended.svg", "SVG chart output file")
+	fs.StringVar(&cfg.mdPath, "md", "", "markdown table output file (none if empty)")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	cfg.dsns = map[dblock.Dialect]string{dblock.Postgres: *pgDSN, dblock.MySQL: *myDSN}
+	switch *db {
+	case "all":
+		cfg.dbs = []dblock.Dialect{dblock.Postgres, dblock.MySQL}
+	case string(dblock.Postgres), string(dblock.MySQL):
+		cfg.dbs = []dblock.Dialect{dblock.Dialect(*db)}
+	default:
+		return cfg, usage(fs, "-db must be postgres, mysql or all, not %q", *db)
+	}
+	switch {
+	case cfg.duration <= 0:
+		return cfg, usage(fs, "-duration must be positive")
+	case cfg.ttl < dblock.MinTTL || cfg.ttl > dblock.MaxTTL:
+		return cfg, usage(fs, "-ttl must be within [%v, %v]", dblock.MinTTL, dblock.MaxTTL)
+	case cfg.critical < 0:
+		return cfg, usage(fs, "-critical must not be negative")
+	case cfg.held < 10:
+		return cfg, usage(fs, "-held must be at least 10")
+	case cfg.intervals < 1:
+		return cfg, usage(fs, "-intervals must be at least 1")
+	case fs.NArg() > 0:
+		return cfg, usage(fs, "unexpected arguments %q", fs.Args())
+	}
+	return cfg, nil
+}
+
+func usage(fs *flag.FlagSet, format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	fmt.Fprintln(fs.Output(), "dblock-bench:", err)
+	fs.Usage()
+	return err
+}

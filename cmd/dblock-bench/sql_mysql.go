@@ -1,0 +1,40 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/dblockhq/dblock"
+	"github.com/go-sql-driver/mysql"
+)
+
+// mysqlSQL holds every statement the suite sends to MySQL/MariaDB besides
+// dblock's own. {t} is replaced by a quoted table name. The key column has
+// the lock table's type, VARBINARY(255).
+var mysqlSQL = dbSQL{
+	quote:     func(ident string) string { return "`" + ident + "`" },
+	createRaw: `CREATE TABLE {t} (key_id VARBINARY(255) NOT NULL PRIMARY KEY) ENGINE = InnoDB`,
+	insertRaw: `INSERT IGNORE INTO {t} (key_id) VALUES (?)`,
+	deleteRaw: `DELETE FROM {t} WHERE key_id = ?`,
+	dropRaw:   []string{`DROP TABLE IF EXISTS {t}`},
+	// The fence trigger goes with its table.
+	dropLock:  []string{`DROP TABLE IF EXISTS {t}, {t_fence}, {t_version}`},
+	advLock:   `SELECT GET_LOCK(?, 10)`,
+	advUnlock: `SELECT RELEASE_LOCK(?)`,
+	advArg:    func(base int64, i int) any { return fmt.Sprintf("dblock-bench-%d-%d", base, i) },
+	stampsSince: `SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01', update_time) AS us, COUNT(*)
+FROM {t} WHERE TIMESTAMPDIFF(MICROSECOND, '1970-01-01', update_time) > ?
+GROUP BY us`,
+	maxStamp: `SELECT COALESCE(MAX(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', update_time)), 0) FROM {t}`,
+	// Server-wide counters: other clients of the server add to them.
+	// MariaDB has no Innodb_rows_updated; Handler_update counts rows updated.
+	counters: `SELECT LOWER(VARIABLE_NAME), VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS
+WHERE VARIABLE_NAME IN ('INNODB_ROWS_UPDATED', 'HANDLER_UPDATE', 'COM_UPDATE')`,
+	counterArgs: func(string) []any { return nil },
+	isDeadlock: func(err error) bool {
+		var me *mysql.MySQLError
+		return errors.As(err, &me) && me.Number == 1213
+	},
+}
+
+func init() { dialectSQL[dblock.MySQL] = mysqlSQL }

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dbtest"
+)
+
+// dbSQL is what differs between databases in the suite's own statements.
+// Each dialect's values live in its sql_<dialect>.go file.
+type dbSQL struct {
+	quote func(ident string) string
+	// The raw cycle's table and statements.
+	createRaw, insertRaw, deleteRaw string
+	dropRaw                         []string
+	// dropLock removes a migrated lock table and its companions.
+	dropLock []string
+	// Session locks, raw: lock and unlock one name on a pinned connection.
+	advLock, advUnlock string
+	advArg             func(base int64, i int) any
+	// stampsSince groups the rows renewed after a time (µs since the epoch,
+	// the database's clock) by update_time: one group per statement.
+	stampsSince, maxStamp string
+	// counters returns (name, value) rows of server update counters.
+	counters    string
+	counterArgs func(table string) []any
+	isDeadlock  func(error) bool
+}
+
+var dialectSQL = map[dblock.Dialect]dbSQL{}
+
+// target is one database under test: its DSN, its statements, and the random
+// tables the suite created on it.
+type target struct {
+	dialect   dblock.Dialect
+	dsn       string
+	sql       dbSQL
+	admin     *sql.DB // setup, teardown, statistics
+	lockTable string  // migrated dblock table
+	rawTable  string  // plain table of the raw cycle
+	seed      int64   // distinguishes this run's session-lock names
+}
+
+// stmt returns s with {t} and {t_suffix} replaced by quoted table names.
+func (t *target) stmt(s, table string) string {
+	r := strings.NewReplacer("{t}", t.sql.quote(table),
+		"{t_version}", t.sql.quote(table+"_version"),
+		"{t_fence}", t.sql.quote(table+"_fence"),
+		"{t_token_seq}", t.sql.quote(table+"_token_seq"))
+	return r.Replace(s)
+}
+
+// openTarget connects to d, migrates a fresh lock table and creates the raw
+// table. Close drops both.
+func openTarget(ctx context.Context, d dblock.Dialect, dsn string) (*target, error) {
+	s, ok := dialectSQL[d]
+	if !ok {
+		return nil, fmt.Errorf("unknown database %q", d)
+	}
+	t := &target{dialect: d, dsn: dsn, sql: s,
+		lockTable: dbtest.TableName(), rawTable: dbtest.TableName(), seed: randomSeed()}
+	for _, name := range []string{t.lockTable, t.rawTable} {
+		if err := dblock.ValidateTable(name); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	if t.admin, err = t.pool(2); err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := t.admin.PingContext(pctx); err != nil {
+		t.admin.Close()
+		return nil, fmt.Errorf("%s is not reachable at %s: %w", d, dsn, err)
+	}
+	if err := dblock.Migrate(ctx, t.admin, dblock.WithTable(t.lockTable)); err != nil {
+		return nil, errors.Join(err, t.Close())
+	}
+	if _, err := t.admin.ExecContext(ctx, t.stmt(s.createRaw, t.rawTable)); err != nil {
+		return nil, errors.Join(fmt.Errorf("creating the raw table: %w", err), t.Close())
+	}
+	return t, nil
+}
+
+// pool opens a new pool of at most n connections, all kept idle between
+// uses so no case pays for reconnecting.
+func (t *target) pool(n int) (*sql.DB, error) {
+	db, err := sql.Open(dbtest.DriverName(t.dialect), t.dsn)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
+	return db, nil
+}
+
+// locker opens a pool of n connections and a Locker on the lock table with
+// the suite's fixed TTL and the default heartbeat. Closing it closes both.
+func (t *target) locker(n int, ttl time.Duration) (*dblock.Locker, func(), error) {
+	db, err := t.pool(n)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := dblock.New(db, dblock.WithTable(t.lockTable), dblock.WithTTL(ttl))
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return l, func() { _ = l.Close(); db.Close() }, nil
+}
+
+// Close drops the tables (always, with its own timeout) and the admin pool.
+func (t *target) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var errs []error
+	for _, s := range t.sql.dropRaw {
+		if _, err := t.admin.ExecContext(ctx, t.stmt(s, t.rawTable)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, s := range t.sql.dropLock {
+		if _, err := t.admin.ExecContext(ctx, t.stmt(s, t.lockTable)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, t.admin.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("dropping bench tables on %s: %w", t.dialect, err)
+	}
+	return nil
+}
+
+func randomSeed() int64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return int64(binary.LittleEndian.Uint64(b[:]) >> 33) // room for +i
+}

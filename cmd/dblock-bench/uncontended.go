@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/dblockhq/dblock"
+)
+
+// The uncontended cases: g goroutines, each cycling on its own key.
+
+// rawCycle inserts a key (INSERT … ON CONFLICT DO NOTHING, INSERT IGNORE)
+// and deletes it again, in autocommit: the floor any row lock pays.
+func rawCycle(ctx context.Context, t *target, cfg config, g int) (Row, error) {
+	db, err := t.pool(2 * g)
+	if err != nil {
+		return Row{}, err
+	}
+	defer db.Close()
+	ins, del := t.stmt(t.sql.insertRaw, t.rawTable), t.stmt(t.sql.deleteRaw, t.rawTable)
+	keys := workerKeys("raw", g)
+	m := loop(ctx, g, cfg.duration, func(ctx context.Context, w int) error {
+		if _, err := db.ExecContext(ctx, ins, keys[w]); err != nil {
+			return err
+		}
+		return execOne(ctx, db, del, keys[w])
+	})
+	return rowFrom(m), nil
+}
+
+// dblockCycle is TryLock + Unlock through one Locker.
+func dblockCycle(ctx context.Context, t *target, cfg config, g int) (Row, error) {
+	l, closeL, err := t.locker(2*g, cfg.ttl)
+	if err != nil {
+		return Row{}, err
+	}
+	defer closeL()
+	try := func(ctx context.Context, key string) (*dblock.Lock, error) { return l.TryLock(ctx, key) }
+	return rowFrom(loop(ctx, g, cfg.duration, tryUnlock(try, workerKeys("dblock", g)))), nil
+}
+
+// tryUnlock returns the operation "take worker w's key, then release it".
+func tryUnlock[L interface{ Unlock(context.Context) error }](try func(context.Context, string) (L, error), keys []string) func(context.Context, int) error {
+	return func(ctx context.Context, w int) error {
+		lk, err := try(ctx, keys[w])
+		if err != nil {
+			return err
+		}
+		return lk.Unlock(ctx)
+	}
+}
+
+// execOne runs a statement that must change exactly one row.
+func execOne(ctx context.Context, db *sql.DB, stmt string, args ...any) error {
+	res, err := db.ExecContext(ctx, stmt, args...)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("%d rows changed, want 1 (%v)", n, err)
+	}
+	return nil
+}
+
+func workerKeys(prefix string, g int) []string {
+	keys := make([]string, g)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("bench-%s-%d", prefix, i)
+	}
+	return keys
+}
+
+func rowFrom(m measured) Row {
+	r := Row{
+		Ops: m.ops, Errors: m.errs, Seconds: m.elapsed.Seconds(),
+		P50Micros: micros(quantile(m.lat, 0.50)),
+		P99Micros: micros(quantile(m.lat, 0.99)),
+	}
+	if m.elapsed > 0 {
+		r.OpsPerSec = float64(m.ops) / m.elapsed.Seconds()
+	}
+	if m.firstErr != nil {
+		r.FirstError = m.firstErr.Error()
+	}
+	return r
+}
