@@ -176,8 +176,8 @@ func (l *Locker) Close() error {
 			held = append(held, lk)
 		}
 		l.mu.Unlock()
+		l.cancel() // also cuts short a renewal in flight
 		close(l.closing)
-		l.cancel()
 		l.wg.Wait()
 		var errs []error
 		for _, lk := range held {

@@ -117,7 +117,7 @@ func TestOwnerSymmetry(t *testing.T) {
 		ctx := ctxT(t, 30*time.Second)
 		stale := mustLock(t)(l.TryLock(ctx, "k"))
 		// Expire the lease by hand, then let another owner take the key.
-		exec(t, db, "UPDATE "+quote(d, table)+" SET lease_ms = 0 WHERE key_id = "+bind(d, 1), "k")
+		mustExec(t, db, "UPDATE "+quote(d, table)+" SET lease_ms = 0 WHERE key_id = "+bind(d, 1), "k")
 		fresh := mustLock(t)(other.TryLock(ctx, "k"))
 		if err := stale.Unlock(ctx); !errors.Is(err, dblock.ErrNotHeld) {
 			t.Fatalf("stale Unlock = %v, want ErrNotHeld", err)
@@ -220,11 +220,11 @@ func TestTokenOrder(t *testing.T) {
 		}
 		take(l2.TryLock(ctx, "tok"))
 		// A DELETE by hand does not move tokens back either.
-		exec(t, db, "DELETE FROM "+quote(d, table)+" WHERE key_id = "+bind(d, 1), "tok")
+		mustExec(t, db, "DELETE FROM "+quote(d, table)+" WHERE key_id = "+bind(d, 1), "tok")
 		take(l.TryLock(ctx, "tok"))
 		// Takeover of an expired row.
 		held := mustLock(t)(l.TryLock(ctx, "tok"))
-		exec(t, db, "UPDATE "+quote(d, table)+" SET lease_ms = 0 WHERE key_id = "+bind(d, 1), "tok")
+		mustExec(t, db, "UPDATE "+quote(d, table)+" SET lease_ms = 0 WHERE key_id = "+bind(d, 1), "tok")
 		if held.Token() <= last {
 			t.Fatalf("token %d after %d", held.Token(), last)
 		}

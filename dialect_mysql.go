@@ -75,16 +75,18 @@ WHERE key_id = ? AND memo = ? AND token = ? AND depth > 0 AND NOT ({expired})`)
 	// Renewal locks the rows it renews with SKIP LOCKED (MySQL 8.0.1+,
 	// MariaDB 10.6+) in a short READ COMMITTED transaction, so a row that
 	// another transaction holds (a Lock.Check share lock) is skipped, not
-	// waited for. key_id IN (...) lets InnoDB use the primary key.
-	m.renewLockSQL = r.Replace(`SELECT key_id, token FROM {t}
+	// waited for. FORCE INDEX: with thousands of keys the optimizer may
+	// prefer a scan of the whole primary key, which would lock (next-key)
+	// every row and gap of the table, other nodes' live locks included.
+	m.renewLockSQL = r.Replace(`SELECT key_id, token FROM {t} FORCE INDEX (PRIMARY)
 WHERE key_id IN ({keys}) AND (key_id, token) IN ({refs}) AND depth > 0 AND NOT ({expired})
 FOR UPDATE SKIP LOCKED`)
-	m.renewSQL = r.Replace(`UPDATE {t} SET update_time = UTC_TIMESTAMP(6) WHERE key_id IN ({keys})`)
-	m.renewCheckSQL = r.Replace(`SELECT key_id, token FROM {t}
+	m.renewSQL = r.Replace(`UPDATE {t} FORCE INDEX (PRIMARY) SET update_time = UTC_TIMESTAMP(6) WHERE key_id IN ({keys})`)
+	m.renewCheckSQL = r.Replace(`SELECT key_id, token FROM {t} FORCE INDEX (PRIMARY)
 WHERE key_id IN ({keys}) AND (key_id, token) IN ({refs}) AND depth > 0 AND NOT ({expired})`)
 	m.reapFenceSQL = r.Replace(`SELECT floor_token FROM {fence} WHERE id = 1 FOR UPDATE`)
 	m.reapScan = r.Replace(`SELECT key_id FROM {t} WHERE depth = 0 OR {expired} LIMIT ?`)
-	m.reapLockSQL = r.Replace(`SELECT key_id FROM {t} WHERE key_id IN ({keys}) AND (depth = 0 OR {expired}) FOR UPDATE SKIP LOCKED`)
+	m.reapLockSQL = r.Replace(`SELECT key_id FROM {t} FORCE INDEX (PRIMARY) WHERE key_id IN ({keys}) AND (depth = 0 OR {expired}) FOR UPDATE SKIP LOCKED`)
 	m.reapDelSQL = r.Replace(`DELETE FROM {t} WHERE key_id IN ({keys})`)
 	m.versionDDL = `CREATE TABLE IF NOT EXISTS ` + m.quote(table+"_version") + ` (
     version    BIGINT      NOT NULL PRIMARY KEY,
@@ -192,7 +194,12 @@ func (m *mysqlDialect) renewLocked(ctx context.Context, db *sql.DB, lockSQL stri
 }
 
 func (m *mysqlDialect) reap(ctx context.Context, db *sql.DB, limit int) (keys []string, err error) {
-	tx, err := db.BeginTx(ctx, nil)
+	// READ COMMITTED: the DELETE may scan the whole table (single-table
+	// DELETE takes no index hint); at this level InnoDB releases the rows
+	// that do not match at once and takes no gap locks, so live locks are
+	// not blocked until the batch commits. Locking reads (the fence, the
+	// candidates) still see and lock the latest rows.
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, err
 	}

@@ -14,14 +14,26 @@ const renewChunk = 10000
 // safetyMargin is how long before the lease can end on the server the holder
 // is told that its lock is lost, when no renewal got through.
 //
-// The server starts a lease at its own statement time, which comes after the
-// client sent the statement; the local deadline starts at the send time, on
-// the monotonic clock, so it already ends no later than the server's lease
-// when both clocks run at the same rate. The margin covers what remains:
-// clock rates that differ (NTP slews at most 500 ppm, 0.05%), the timer
-// firing late on a loaded machine, and the time the holder needs to notice
-// Done and stop touching the guarded resource. A tenth of the TTL is 200
-// times the worst clock-rate error and 3 s at the default 30 s TTL.
+// The server starts a lease at its own statement time (statement_timestamp()
+// or UTC_TIMESTAMP(6)), which comes after the client sent the statement; the
+// local deadline is measured from just before the send (before the pool even
+// hands out a connection), on the monotonic clock. Network and queueing delay
+// therefore only move the server's end later, so with clocks that run at the
+// same rate the local deadline ends no later than the server's lease. The
+// margin covers what remains:
+//   - clock rates that differ: ntpd and systemd-timesyncd slew at most
+//     500 ppm (0.05%) on each machine, so 0.1% together; chrony correcting a
+//     large offset may slew at up to its maxslewrate (83,333 ppm, 8.3%, by
+//     default), which eats most of the margin while it lasts;
+//   - the heartbeat goroutine waking late on a loaded machine (scheduling,
+//     GC), and the renewal call returning late after its context ended;
+//   - the time the holder needs to notice Done and stop touching the
+//     guarded resource.
+//
+// A tenth of the TTL is 3 s at the default 30 s TTL but only 30 ms at a
+// 300 ms TTL: short TTLs leave little room for the last two. No margin covers
+// a database server whose wall clock is stepped forward (settimeofday, chrony
+// makestep): leases end early on the server by the size of the step.
 func safetyMargin(ttl time.Duration) time.Duration { return ttl / 10 }
 
 func (l *Locker) register(lk *Lock) bool {
@@ -53,7 +65,8 @@ func (l *Locker) Held() int {
 }
 
 // heartbeatLoop is the Locker's only goroutine: it renews held leases in
-// batches and ends locks whose local deadline passed.
+// batches and ends locks whose local deadline passed. A kick (a new lock)
+// only makes it recompute when to wake.
 func (l *Locker) heartbeatLoop() {
 	defer l.wg.Done()
 	timer := time.NewTimer(time.Hour)
@@ -68,9 +81,10 @@ func (l *Locker) heartbeatLoop() {
 			timer.Stop()
 			return
 		case <-l.kick:
+			timer.Stop()
+			continue
 		case <-timer.C:
 		}
-		timer.Stop()
 		lastErr = l.beat(lastErr)
 	}
 }
@@ -81,13 +95,35 @@ func (l *Locker) nextWake() (time.Time, bool) {
 	defer l.mu.Unlock()
 	var wake time.Time
 	for lk := range l.held {
-		for _, t := range []time.Time{lk.nextBeat, lk.deadline} {
-			if wake.IsZero() || t.Before(wake) {
-				wake = t
-			}
+		t := lk.nextBeat
+		if lk.deadline.Before(t) {
+			t = lk.deadline
+		}
+		if wake.IsZero() || t.Before(wake) {
+			wake = t
 		}
 	}
 	return wake, !wake.IsZero()
+}
+
+// expire ends every held lock whose local deadline is not after now, with
+// ErrLeaseExpired (and the last renewal error, if any) as the cause.
+func (l *Locker) expire(now time.Time, lastErr error) {
+	var overdue []*Lock
+	l.mu.Lock()
+	for lk := range l.held {
+		if !now.Before(lk.deadline) {
+			overdue = append(overdue, lk)
+		}
+	}
+	l.mu.Unlock()
+	cause := ErrLeaseExpired
+	if lastErr != nil {
+		cause = fmt.Errorf("%w (last renewal error: %w)", ErrLeaseExpired, lastErr)
+	}
+	for _, lk := range overdue {
+		lk.lose(cause)
+	}
 }
 
 // beat ends overdue locks and renews those due, all due locks in one
@@ -96,14 +132,11 @@ func (l *Locker) nextWake() (time.Time, bool) {
 // It returns the last renewal error, reported as the cause of later losses.
 func (l *Locker) beat(lastErr error) error {
 	now := time.Now()
-	var overdue, due []*Lock
+	l.expire(now, lastErr)
+	var due []*Lock
 	earliest := time.Time{}
 	l.mu.Lock()
 	for lk := range l.held {
-		if !now.Before(lk.deadline) {
-			overdue = append(overdue, lk)
-			continue
-		}
 		if earliest.IsZero() || lk.deadline.Before(earliest) {
 			earliest = lk.deadline
 		}
@@ -112,20 +145,26 @@ func (l *Locker) beat(lastErr error) error {
 		}
 	}
 	l.mu.Unlock()
-	for _, lk := range overdue {
-		cause := ErrLeaseExpired
-		if lastErr != nil {
-			cause = fmt.Errorf("%w (last renewal error: %w)", ErrLeaseExpired, lastErr)
-		}
-		lk.lose(cause)
-	}
 	if len(due) == 0 {
 		return lastErr
 	}
 	// A renewal that cannot finish before the earliest deadline is useless:
-	// bound it so the loop is back in time to report the loss.
-	ctx, cancel := context.WithDeadline(context.Background(), earliest)
+	// bound it, and should the driver be slow to give up, end the overdue
+	// locks when the deadline passes rather than when the call returns.
+	ctx, cancel := context.WithDeadline(l.ctx, earliest)
 	defer cancel()
+	expired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(expired)
+		if l.ctx.Err() == nil {
+			l.expire(time.Now(), errors.New("renewal did not finish before the deadline"))
+		}
+	})
+	defer func() {
+		if !stop() {
+			<-expired
+		}
+	}()
 	for i := 0; i < len(due); i += renewChunk {
 		chunk := due[i:min(i+renewChunk, len(due))]
 		if err := l.renewChunk(ctx, chunk); err != nil {
@@ -156,6 +195,9 @@ func (l *Locker) renewChunk(ctx context.Context, chunk []*Lock) error {
 			lk.nextBeat = start.Add(max(lk.interval/4, 5*time.Millisecond))
 		}
 		l.mu.Unlock()
+		if l.ctx.Err() != nil {
+			return err // closing
+		}
 		l.log.Warn("dblock: renewal failed; retrying within the lease", "locks", len(chunk), "err", err)
 		if errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("renewal did not finish before the deadline: %w", err)

@@ -39,8 +39,8 @@ func readRow(t testing.TB, db *sql.DB, d dblock.Dialect, table, key string) (r r
 	return r, true
 }
 
-// exec runs a statement that must succeed.
-func exec(t testing.TB, db *sql.DB, q string, args ...any) {
+// mustExec runs a statement that must succeed.
+func mustExec(t testing.TB, db *sql.DB, q string, args ...any) {
 	t.Helper()
 	if _, err := db.ExecContext(context.Background(), q, args...); err != nil {
 		t.Fatalf("exec %q: %v", q, err)

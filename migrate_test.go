@@ -57,7 +57,7 @@ func TestMigrateConcurrent(t *testing.T) {
 		if n, _ := versions(); n != dblock.SchemaVersion() {
 			t.Errorf("second Migrate recorded versions again: %d rows", n)
 		}
-		exec(t, db, "INSERT INTO "+quote(d, table+"_version")+" (version, applied_at) VALUES (9999, CURRENT_TIMESTAMP)")
+		mustExec(t, db, "INSERT INTO "+quote(d, table+"_version")+" (version, applied_at) VALUES (9999, CURRENT_TIMESTAMP)")
 		if err := dblock.Migrate(ctx, db, dblock.WithTable(table)); !errors.Is(err, dblock.ErrSchemaTooNew) {
 			t.Fatalf("Migrate on a newer schema = %v, want ErrSchemaTooNew", err)
 		}
@@ -79,13 +79,13 @@ func TestSchemaGolden(t *testing.T) {
 			return ""
 		}
 		open := func(ns string) *sql.DB {
-			exec(t, admin, "CREATE SCHEMA "+quote(d, ns))
+			mustExec(t, admin, "CREATE SCHEMA "+quote(d, ns))
 			t.Cleanup(func() {
 				drop := "DROP SCHEMA " + quote(d, ns)
 				if d == dblock.Postgres {
 					drop += " CASCADE"
 				}
-				exec(t, admin, drop)
+				mustExec(t, admin, drop)
 			})
 			if d == dblock.Postgres {
 				return dbtest.Open(t, d, param(ns))
@@ -104,7 +104,7 @@ func TestSchemaGolden(t *testing.T) {
 			text, _ := fs.ReadFile(schema.FS, f)
 			for _, stmt := range strings.Split(string(text), ";\n") {
 				if strings.TrimSpace(stmt) != "" {
-					exec(t, a, stmt)
+					mustExec(t, a, stmt)
 				}
 			}
 		}

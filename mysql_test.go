@@ -75,10 +75,10 @@ func TestMySQLSimultaneousAssignment(t *testing.T) {
 				t.Fatalf("takeover of a released row: token %d, want %d", b.Token(), a.Token()+1)
 			}
 			want("takeover of a released row", "B", 1, b.Token(), 2000)
-			exec(t, admin, "UPDATE `"+table+"` SET update_time = update_time - INTERVAL 1 HOUR WHERE key_id = 'sa'")
+			mustExec(t, admin, "UPDATE `"+table+"` SET update_time = update_time - INTERVAL 1 HOUR WHERE key_id = 'sa'")
 			c := mustLock(t)(l.TryLock(ctx, "sa", dblock.Owner("C"), dblock.TTL(time.Second)))
 			want("takeover of an expired row", "C", 1, b.Token()+1, 1000)
-			exec(t, admin, "UPDATE `"+table+"` SET update_time = update_time - INTERVAL 1 HOUR WHERE key_id = 'sa'")
+			mustExec(t, admin, "UPDATE `"+table+"` SET update_time = update_time - INTERVAL 1 HOUR WHERE key_id = 'sa'")
 			c2 := mustLock(t)(l.TryLock(ctx, "sa", dblock.Owner("C"), dblock.TTL(time.Second)))
 			if c2.Token() != c.Token()+1 {
 				t.Fatalf("same owner after expiry must be a new acquisition: token %d, want %d", c2.Token(), c.Token()+1)

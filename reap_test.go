@@ -1,0 +1,183 @@
+package dblock_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dbtest"
+)
+
+// backdate moves the rows whose key starts with prefix an hour into the past,
+// so their leases have ended: what a crashed holder leaves behind.
+func backdate(t testing.TB, db *sql.DB, table, prefix string) {
+	t.Helper()
+	q := "UPDATE " + table + " SET update_time = update_time - INTERVAL '1' HOUR WHERE key_id LIKE '" + prefix + "%'"
+	if _, err := db.ExecContext(context.Background(), q); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func countRows(t testing.TB, db *sql.DB, table string) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRowContext(context.Background(), "SELECT COUNT(*) FROM "+table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// takeKeys takes n keys named prefix0.. through l.
+func takeKeys(t testing.TB, l *dblock.Locker, prefix string, n int) []*dblock.Lock {
+	t.Helper()
+	var locks []*dblock.Lock
+	for i := range n {
+		lk, err := l.TryLock(context.Background(), fmt.Sprintf("%s%d", prefix, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		locks = append(locks, lk)
+	}
+	return locks
+}
+
+func TestReapRemovesOnlyDeadRows(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		ctx := context.Background()
+		l, db, table := dbtest.Locker(t, d, dblock.WithTTL(time.Minute))
+		live := takeKeys(t, l, "live", 3)
+		for _, lk := range takeKeys(t, l, "rel", 4) {
+			if err := lk.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		takeKeys(t, l, "exp", 5)
+		backdate(t, db, table, "exp")
+
+		n, err := l.Reap(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 9 {
+			t.Fatalf("Reap removed %d rows; want 4 released + 5 expired", n)
+		}
+		if got := countRows(t, db, table); got != 3 {
+			t.Fatalf("%d rows left; want the 3 live ones", got)
+		}
+		if n, err := l.Reap(ctx); err != nil || n != 0 {
+			t.Fatalf("second Reap = %d, %v; want 0", n, err)
+		}
+		for _, lk := range live {
+			if err := lk.Unlock(ctx); err != nil {
+				t.Fatalf("live lock %s after Reap: %v", lk.Key(), err)
+			}
+		}
+	})
+}
+
+// TestReapConcurrently runs several reapers at once over more dead rows than
+// one batch holds: no errors, every dead row removed exactly once, live rows
+// untouched.
+func TestReapConcurrently(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		const dead, live, reapers = 1100, 20, 4
+		ctx := context.Background()
+		l, db, table := dbtest.Locker(t, d, dblock.WithTTL(time.Minute))
+		acquireMany(t, l, dead) // keys bench-1..bench-1100
+		backdate(t, db, table, "bench-")
+		liveLocks := takeKeys(t, l, "live", live)
+
+		counts := make([]int, reapers)
+		errs := make([]error, reapers)
+		var wg sync.WaitGroup
+		for i := range reapers {
+			r := lockerOn(t, dbtest.Open(t, d), table)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				counts[i], errs[i] = r.Reap(ctx)
+			}()
+		}
+		wg.Wait()
+		total := 0
+		for i := range reapers {
+			if errs[i] != nil {
+				t.Errorf("reaper %d: %v", i, errs[i])
+			}
+			total += counts[i]
+		}
+		t.Logf("%s: reapers removed %v", d, counts)
+		// A reaper may stop early when the others took part of a batch; a
+		// last pass finds what is left.
+		rest, err := l.Reap(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if total+rest != dead {
+			t.Fatalf("removed %d (+%d in a last pass) rows; want exactly %d", total, rest, dead)
+		}
+		if got := countRows(t, db, table); got != live {
+			t.Fatalf("%d rows left; want the %d live ones", got, live)
+		}
+		for _, lk := range liveLocks {
+			if err := lk.Err(); err != nil {
+				t.Fatalf("live lock %s: %v", lk.Key(), err)
+			}
+		}
+	})
+}
+
+// TestTokensIncreaseAfterReap deletes rows and takes their keys again: each
+// key's token must exceed every token it had before, and a new key's token
+// every token deleted (PostgreSQL's sequence; MySQL's fence trigger).
+func TestTokensIncreaseAfterReap(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		ctx := context.Background()
+		l, db, table := dbtest.Locker(t, d, dblock.WithTTL(time.Minute))
+		before := map[string]int64{}
+		var top int64
+		// k1 is taken three times, so keys end with different tokens.
+		for _, key := range []string{"k0", "k1", "k1", "k1", "k2"} {
+			lk, err := l.TryLock(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lk.Token() <= before[key] {
+				t.Fatalf("%s: token %d after %d", key, lk.Token(), before[key])
+			}
+			before[key], top = lk.Token(), max(top, lk.Token())
+			if err := lk.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, err := l.Reap(ctx); err != nil || n != 3 {
+			t.Fatalf("Reap = %d, %v", n, err)
+		}
+		if got := countRows(t, db, table); got != 0 {
+			t.Fatalf("%d rows after Reap", got)
+		}
+		for _, key := range []string{"k0", "k1", "k2", "new"} {
+			lk, err := l.TryLock(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lk.Token() <= top {
+				t.Fatalf("%s: token %d after reaping rows with tokens up to %d (%s had %d)", key, lk.Token(), top, key, before[key])
+			}
+		}
+	})
+}
+
+func TestReapMissingTable(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		l := lockerOn(t, dbtest.Open(t, d), dbtest.TableName())
+		if _, err := l.Reap(context.Background()); !errors.Is(err, dblock.ErrNoSchema) {
+			t.Fatalf("Reap on a missing table: %v", err)
+		}
+	})
+}
