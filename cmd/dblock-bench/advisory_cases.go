@@ -1,10 +1,5 @@
-// HOOK for package advisory (built by another branch): enable with
-//
-//	go run -tags advisorybench ./cmd/dblock-bench -db all
-//
-// once github.com/dblockhq/dblock/advisory is merged. Without the tag the
-// suite measures only the raw side (case advisory-raw). After the merge the
-// tag can be dropped (delete the build line).
+// The advisory case: package advisory's TryLock+Unlock, as a ratio to the
+// raw statements on a pinned connection (case advisory-raw).
 
 package main
 
