@@ -179,16 +179,45 @@ func (l *Locker) Close() error {
 		l.cancel() // also cuts short a renewal in flight
 		close(l.closing)
 		l.wg.Wait()
-		var errs []error
-		for _, lk := range held {
-			if err := lk.release(context.Background(), fmt.Errorf("%w: %w", ErrReleased, ErrClosed)); err != nil && !errors.Is(err, ErrNotHeld) {
-				errs = append(errs, err)
-			}
-		}
+		l.closeErr = l.releaseAll(held)
 		l.stmts.close()
-		l.closeErr = errors.Join(errs...)
 	})
 	return l.closeErr
+}
+
+// closeWorkers bounds the releases Close runs at once.
+const closeWorkers = 8
+
+// releaseAll releases held in parallel (at most closeWorkers statements at
+// once) within one release timeout in all, so closing a Locker that holds
+// many locks costs a fraction of a round trip each, and an unreachable
+// database costs one timeout, not one per lock.
+func (l *Locker) releaseAll(held []*Lock) error {
+	cause := fmt.Errorf("%w: %w", ErrReleased, ErrClosed)
+	deadline := time.Now().Add(releaseTimeout)
+	errs := make([]error, len(held))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(closeWorkers, len(held)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if !held[i].end(cause) {
+					continue // ended meanwhile (Unlock, loss)
+				}
+				if err := held[i].releaseRow(context.Background(), deadline); err != nil && !errors.Is(err, ErrNotHeld) {
+					errs[i] = err
+				}
+			}
+		}()
+	}
+	for i := range held {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func (l *Locker) lockConfig(key string, opts []LockOption) (lockConfig, error) {

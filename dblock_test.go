@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -337,6 +338,9 @@ func TestClose(t *testing.T) {
 		l, ldb := newLocker(t, d, table)
 		ctx := ctxT(t, 30*time.Second)
 		lk := mustLock(t)(l.TryLock(ctx, "x"))
+		for i := range 50 { // Close releases many at once, in parallel
+			mustLock(t)(l.TryLock(ctx, fmt.Sprintf("many-%d", i)))
+		}
 		if err := l.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -349,6 +353,10 @@ func TestClose(t *testing.T) {
 		}
 		if r, _ := readRow(t, db, d, table, "x"); r.depth != 0 {
 			t.Errorf("row after Close: %+v, want released", r)
+		}
+		var held int
+		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM "+quote(d, table)+" WHERE depth > 0").Scan(&held); err != nil || held != 0 {
+			t.Errorf("rows still held after Close: %d (%v)", held, err)
 		}
 		if _, err := l.TryLock(ctx, "y"); !errors.Is(err, dblock.ErrClosed) {
 			t.Errorf("TryLock after Close = %v, want ErrClosed", err)

@@ -3,7 +3,9 @@ package dblock
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"hash/fnv"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -30,9 +32,13 @@ func newPostgres(table string) dialect {
 	p := &postgres{table: table}
 	t := p.quote(table)
 	seq := p.quote(table + "_token_seq")
-	r := strings.NewReplacer("{t}", t, "{seq}", strings.ReplaceAll(seq, `'`, `''`), "{expired}", pgExpired)
-	p.acquireSQL = r.Replace(`INSERT INTO {t} AS l (key_id, memo, depth, token, lease_ms, update_time, acquired_time)
-VALUES ($1, $2, 1, nextval('{seq}'), $3, statement_timestamp(), statement_timestamp())
+	fence := strconv.FormatInt(advisoryKey("dblock.reap:"+table), 10)
+	r := strings.NewReplacer("{t}", t, "{seq}", strings.ReplaceAll(seq, `'`, `''`), "{expired}", pgExpired, "{fence}", fence)
+	// The acquire holds the table's reap fence (a shared advisory lock, to the
+	// end of its transaction) before it draws the insert token; see reap.
+	p.acquireSQL = r.Replace(`WITH fence AS (SELECT pg_advisory_xact_lock_shared({fence}))
+INSERT INTO {t} AS l (key_id, memo, depth, token, lease_ms, update_time, acquired_time)
+SELECT $1, $2, 1, nextval('{seq}'), $3, statement_timestamp(), statement_timestamp() FROM fence
 ON CONFLICT (key_id) DO UPDATE SET
   memo = EXCLUDED.memo,
   depth = CASE WHEN l.depth = 0 OR {expired} THEN 1 ELSE l.depth + 1 END,
@@ -131,18 +137,49 @@ func (p *postgres) renew(ctx context.Context, db *sql.DB, refs []heldRef) (lost,
 	return missing(refs, live), busy, nil
 }
 
-func (p *postgres) reap(ctx context.Context, db *sql.DB, limit int) ([]string, error) {
-	rows, err := db.QueryContext(ctx, p.reapSQL, limit)
+// reapLockTimeout bounds how long a reap batch waits for the reap fence; a
+// pass that cannot get it gives up with ErrLockTimeout and the next one tries
+// again.
+const reapLockTimeout = "50ms"
+
+// reap deletes a batch in a short transaction that first takes the table's
+// reap fence exclusively. Every acquire statement holds the fence shared
+// before it draws its insert token in VALUES, and may then wait on the row: a
+// delete committed during that wait would let it insert a fresh row with a
+// token older than one handed out meanwhile. So no batch runs while an
+// acquire is in flight; transactions that merely hold rows (LockTx, Check)
+// do not take the fence and do not delay reaping.
+func (p *postgres) reap(ctx context.Context, db *sql.DB, limit int) (keys []string, err error) {
+	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
-	return scanStrings(rows)
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if _, err = tx.ExecContext(ctx, `SET LOCAL lock_timeout = '`+reapLockTimeout+`'`); err != nil {
+		return nil, err
+	}
+	if _, err = tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, advisoryKey("dblock.reap:"+p.table)); err != nil {
+		if sqlState(err) == pgLockNotAvailable {
+			err = fmt.Errorf("%w: acquires in flight, reaping later: %w", ErrLockTimeout, err)
+		}
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx, p.reapSQL, limit)
+	if err != nil {
+		return nil, err
+	}
+	if keys, err = scanStrings(rows); err != nil {
+		return nil, err
+	}
+	return keys, tx.Commit()
 }
 
 func (p *postgres) migrateLock(ctx context.Context, conn *sql.Conn, name string) (func() error, error) {
-	h := fnv.New64a()
-	h.Write([]byte("dblock.migrate:" + name))
-	key := int64(h.Sum64())
+	key := advisoryKey("dblock.migrate:" + name)
 	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {
 		return nil, err
 	}
@@ -152,6 +189,16 @@ func (p *postgres) migrateLock(ctx context.Context, conn *sql.Conn, name string)
 		_, err := conn.ExecContext(ctx, `SELECT pg_advisory_unlock($1)`, key)
 		return err
 	}, nil
+}
+
+// advisoryKey maps one of dblock's own advisory lock names to a key: FNV-1a
+// 64 of the name. The names start with "dblock.", so they do not meet the
+// keys of package advisory (SHA-256 of the user's key) except by a 2^-64
+// chance.
+func advisoryKey(name string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return int64(h.Sum64())
 }
 
 func (p *postgres) migrationsDir() string { return "postgres" }

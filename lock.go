@@ -81,7 +81,7 @@ func (k *Lock) release(ctx context.Context, cause error) error {
 	if !k.end(cause) {
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, k.key, k.Err())
 	}
-	return k.releaseRow(ctx)
+	return k.releaseRow(ctx, time.Now().Add(releaseTimeout))
 }
 
 // end ends the lock locally with cause and reports whether this call did.
@@ -95,9 +95,10 @@ func (k *Lock) end(cause error) bool {
 	return first
 }
 
-// releaseRow takes one level off the lock's row, under its own timeout.
-func (k *Lock) releaseRow(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+// releaseRow takes one level off the lock's row by deadline, whether or not
+// ctx was cancelled.
+func (k *Lock) releaseRow(ctx context.Context, deadline time.Time) error {
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
 	ok, err := k.l.d.release(ctx, k.l.q, k.key, k.owner, k.token)
 	if err != nil {

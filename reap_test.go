@@ -181,3 +181,54 @@ func TestReapMissingTable(t *testing.T) {
 		}
 	})
 }
+
+// On PostgreSQL a reap batch never runs while an acquire statement is in
+// flight: the acquire drew its insert token before it waited on the row, and
+// a delete committed during that wait would let it insert an older token.
+// The reap gives up (ErrLockTimeout) instead, and the key keeps its row.
+// (TestReapSkipsTxLock shows that an open transaction alone does not stop it.)
+func TestPostgresReapWaitsForAcquires(t *testing.T) {
+	d := dblock.Postgres
+	l, db, table := dbtest.Locker(t, d)
+	ctx := ctxT(t, 30*time.Second)
+	first := mustLock(t)(l.TryLock(ctx, "k"))
+	if err := first.Unlock(ctx); err != nil { // a released row: reapable
+		t.Fatal(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `SELECT 1 FROM "`+table+`" WHERE key_id = 'k' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	other := lockerOn(t, dbtest.Open(t, d), table)
+	got := make(chan *dblock.Lock, 1)
+	go func() {
+		lk, err := other.TryLock(ctx, "k") // waits on tx's row lock
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lk
+	}()
+	waitUntil(t, "the acquire waits on the row lock", func() bool {
+		var n int
+		_ = db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO "`+table+`"%'`).Scan(&n)
+		return n == 1
+	})
+	if n, err := l.Reap(ctx); !errors.Is(err, dblock.ErrLockTimeout) || n != 0 {
+		t.Fatalf("Reap during an acquire = %d, %v; want 0, ErrLockTimeout", n, err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	lk := <-got
+	if lk == nil || lk.Token() <= first.Token() {
+		t.Fatalf("acquire after the reap attempt: %v", lk)
+	}
+	_ = lk.Unlock(ctx)
+	if n, err := l.Reap(ctx); err != nil || n != 1 {
+		t.Fatalf("Reap when idle = %d, %v; want 1", n, err)
+	}
+}

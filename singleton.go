@@ -197,5 +197,5 @@ func (k *Lock) linger(ctx context.Context, start time.Time, atLeast time.Duratio
 		}
 		return nil
 	}
-	return k.releaseRow(ctx)
+	return k.releaseRow(ctx, time.Now().Add(releaseTimeout))
 }
