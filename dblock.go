@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,22 +22,27 @@ type Locker struct {
 	cfg     config
 	log     *slog.Logger
 
-	q       querier // l.db through prepared statements
-	stmts   *stmtCache
-	waits   waitQueues
-	mu      sync.Mutex
-	held    map[*Lock]struct{}
-	closed  bool
-	kick    chan struct{} // wakes the heartbeat loop after a new lock
-	closing chan struct{} // closed by Close
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup // the heartbeat loop and the listener
+	q        querier // l.db through prepared statements
+	stmts    *stmtCache
+	waits    waitQueues
+	mu       sync.Mutex
+	held     map[*Lock]struct{}
+	heldKeys map[string]int // keys of held, with their count
+	closed   bool
+	kick     chan struct{} // wakes the heartbeat loop after a new lock
+	closing  chan struct{} // closed by Close
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup // the heartbeat loop and the listener
 
 	listenOnce  sync.Once
 	readyOnce   sync.Once
 	listenReady chan struct{} // closed once the listener is ready or gave up
 	listenState atomic.Int32
+	id          string // names this Locker in notifications
+	wantMu      sync.Mutex
+	wanted      map[string]time.Time // keys others wait for, until when
+	foreign     map[string]time.Time // keys our waiters found held elsewhere, until when
 
 	closeOnce sync.Once
 	closeErr  error
@@ -61,8 +67,10 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	}
 	l := &Locker{
 		db: db, d: d, dialect: name, cfg: c, log: c.logger,
+		id:          newOwner()[len(ownerPrefix):][:16],
 		stmts:       newStmtCache(db),
 		held:        make(map[*Lock]struct{}),
+		heldKeys:    make(map[string]int),
 		kick:        make(chan struct{}, 1),
 		closing:     make(chan struct{}),
 		listenReady: make(chan struct{}),
@@ -121,6 +129,7 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...LockOption) (*Loc
 	poll := time.NewTimer(time.Hour)
 	poll.Stop()
 	defer poll.Stop()
+	var wantAgain time.Time // when to tell holders again that we wait
 	for {
 		select {
 		case <-w.wake:
@@ -137,7 +146,28 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...LockOption) (*Loc
 		if !errors.Is(err, ErrLocked) {
 			return lk, err
 		}
-		poll.Reset(b.next())
+		if time.Now().After(wantAgain) {
+			l.announceWant(ctx, key)
+			wantAgain = time.Now().Add(wantWindow / 2)
+		}
+		if !l.holds(key) {
+			l.markForeign(key)
+		}
+		if l.fairPolling(key) {
+			poll.Reset(fairPoll/2 + rand.N(fairPoll))
+		} else {
+			poll.Reset(b.next())
+		}
+	}
+}
+
+// announceWant tells the key's holder, wherever it is, that we wait, so its
+// release notifies us. Best effort: a waiter that is not notified polls.
+func (l *Locker) announceWant(ctx context.Context, key string) {
+	if n, ok := l.d.(notifier); ok && l.notifying() {
+		if err := n.want(ctx, l.q, l.id, key); err != nil {
+			l.log.Debug("dblock: announcing a waiter failed", "key", key, "err", err)
+		}
 	}
 }
 
@@ -261,6 +291,7 @@ func (l *Locker) try(ctx context.Context, key string, lc lockConfig) (*Lock, err
 		if !ok {
 			return nil, fmt.Errorf("%w: %q", ErrLocked, key)
 		}
+		l.startListener() // to hear of waiters before we release
 		lk := l.newLock(key, lc, token, start)
 		if !l.register(lk) {
 			_ = lk.release(ctx, ErrClosed)

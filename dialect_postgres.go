@@ -20,6 +20,7 @@ type postgres struct {
 	table                  string
 	acquireSQL, releaseSQL string
 	renewSQL, reapSQL      string
+	releaseNotifySQL       string
 	versionDDL             string
 	tx                     *pgTx
 }
@@ -48,9 +49,17 @@ ON CONFLICT (key_id) DO UPDATE SET
   acquired_time = CASE WHEN l.depth = 0 OR {expired} THEN EXCLUDED.acquired_time ELSE l.acquired_time END
 WHERE l.depth = 0 OR {expired} OR l.memo = EXCLUDED.memo
 RETURNING token`)
-	// Releasing the last level also notifies dblock_<table> with the key, in
-	// the same transaction, so waiters wake at commit.
-	p.releaseSQL = r.Replace(`WITH r AS (
+	p.releaseSQL = r.Replace(`UPDATE {t} AS l SET
+  depth = l.depth - 1,
+  memo = CASE WHEN l.depth = 1 THEN '' ELSE l.memo END,
+  lease_ms = CASE WHEN l.depth = 1 THEN 0 ELSE l.lease_ms END,
+  update_time = CASE WHEN l.depth = 1 THEN statement_timestamp() ELSE l.update_time END
+WHERE l.key_id = $1 AND l.memo = $2 AND l.token = $3 AND l.depth > 0 AND NOT ({expired})`)
+	// The same, notifying dblock_<table> with "R:" and the key when the last
+	// level goes, in the same transaction, so waiters wake at commit. Used
+	// only when someone waits: PostgreSQL serialises the commits of all
+	// notifying transactions, which would otherwise cost every release.
+	p.releaseNotifySQL = r.Replace(`WITH r AS (
   UPDATE {t} AS l SET
     depth = l.depth - 1,
     memo = CASE WHEN l.depth = 1 THEN '' ELSE l.memo END,
@@ -58,7 +67,7 @@ RETURNING token`)
     update_time = CASE WHEN l.depth = 1 THEN statement_timestamp() ELSE l.update_time END
   WHERE l.key_id = $1 AND l.memo = $2 AND l.token = $3 AND l.depth > 0 AND NOT ({expired})
   RETURNING l.depth),
-n AS (SELECT pg_notify($4, $1) FROM r WHERE r.depth = 0)
+n AS (SELECT pg_notify($4, 'R:' || $1) FROM r WHERE r.depth = 0)
 SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM n)`)
 	// renewSQL skips rows another transaction has locked (a Lock.Check share
 	// lock, a takeover in flight) instead of waiting for them: "live" says
@@ -103,8 +112,11 @@ func (p *postgres) acquire(ctx context.Context, q querier, key, owner string, tt
 }
 
 func (p *postgres) release(ctx context.Context, q querier, key, owner string, token int64) (bool, error) {
-	var n, notified int
-	err := q.QueryRowContext(ctx, p.releaseSQL, key, owner, token, p.channel()).Scan(&n, &notified)
+	res, err := q.ExecContext(ctx, p.releaseSQL, key, owner, token)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
 	return n == 1, err
 }
 

@@ -5,18 +5,24 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
 
-// notifier is implemented by dialects whose database can push an event when
-// a key is released, so waiters need not poll for it.
+// notifier is implemented by dialects whose database can push events
+// between Lockers: "released" to wake waiters, "wanted" so that holders know
+// to send it.
 type notifier interface {
 	// listen holds one connection of db for itself, calls ready once it
-	// receives events, and then onKey with each released key, until ctx ends
-	// or the connection fails. It returns errNoNotify when the driver cannot
-	// deliver notifications.
-	listen(ctx context.Context, db *sql.DB, ready func(), onKey func(key string)) error
+	// receives events, and then onEvent with each one, until ctx ends or the
+	// connection fails. It returns errNoNotify when the driver cannot deliver
+	// notifications.
+	listen(ctx context.Context, db *sql.DB, ready func(), onEvent func(released bool, from, key string)) error
+	// releaseNotify is release that also announces the key released.
+	releaseNotify(ctx context.Context, q querier, key, owner string, token int64) (bool, error)
+	// want announces that Locker from waits for key.
+	want(ctx context.Context, q querier, from, key string) error
 }
 
 var errNoNotify = errors.New("dblock: driver cannot deliver notifications")
@@ -29,7 +35,9 @@ func (p *postgres) channel() string { return "dblock_" + p.table }
 // listen uses pgx's WaitForNotification on a connection taken out of the
 // pool for good: it is discarded afterwards, never returned LISTENing.
 // Other PostgreSQL drivers (lib/pq) fall back to polling.
-func (p *postgres) listen(ctx context.Context, db *sql.DB, ready func(), onKey func(string)) error {
+// Payloads: "R:<key>" when key is released, "W:<locker>:<key>" when a
+// Locker's goroutine waits for it.
+func (p *postgres) listen(ctx context.Context, db *sql.DB, ready func(), onEvent func(bool, string, string)) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
@@ -53,7 +61,25 @@ func (p *postgres) listen(ctx context.Context, db *sql.DB, ready func(), onKey f
 			if err != nil {
 				return err
 			}
-			onKey(n.Payload)
+			switch kind, rest, _ := strings.Cut(n.Payload, ":"); kind {
+			case "R":
+				onEvent(true, "", rest)
+			case "W":
+				if from, key, ok := strings.Cut(rest, ":"); ok {
+					onEvent(false, from, key)
+				}
+			}
 		}
 	})
+}
+
+func (p *postgres) releaseNotify(ctx context.Context, q querier, key, owner string, token int64) (bool, error) {
+	var n, notified int
+	err := q.QueryRowContext(ctx, p.releaseNotifySQL, key, owner, token, p.channel()).Scan(&n, &notified)
+	return n == 1, err
+}
+
+func (p *postgres) want(ctx context.Context, q querier, from, key string) error {
+	_, err := q.ExecContext(ctx, `SELECT pg_notify($1, 'W:' || $2 || ':' || $3)`, p.channel(), from, key)
+	return err
 }

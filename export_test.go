@@ -31,7 +31,7 @@ type countingQuerier struct {
 }
 
 func (c *countingQuerier) count(q string) {
-	if strings.HasPrefix(strings.TrimSpace(q), "INSERT") {
+	if strings.Contains(q, "INSERT INTO") {
 		c.n.Add(1)
 	}
 }

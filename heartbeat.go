@@ -43,6 +43,7 @@ func (l *Locker) register(lk *Lock) bool {
 		return false
 	}
 	l.held[lk] = struct{}{}
+	l.heldKeys[lk.key]++
 	l.mu.Unlock()
 	select {
 	case l.kick <- struct{}{}:
@@ -53,8 +54,20 @@ func (l *Locker) register(lk *Lock) bool {
 
 func (l *Locker) unregister(lk *Lock) {
 	l.mu.Lock()
-	delete(l.held, lk)
+	if _, ok := l.held[lk]; ok {
+		delete(l.held, lk)
+		if l.heldKeys[lk.key]--; l.heldKeys[lk.key] == 0 {
+			delete(l.heldKeys, lk.key)
+		}
+	}
 	l.mu.Unlock()
+}
+
+// holds reports whether this Locker holds key.
+func (l *Locker) holds(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.heldKeys[key] > 0
 }
 
 // Held reports how many Locks this Locker holds (re-entries count apart).

@@ -12,18 +12,27 @@ const (
 	listenUnsupported              // the driver cannot: waiters poll
 )
 
-// ensureListener starts the Locker's listener the first time a waiter needs
-// it (dialects with notifications only), and waits a little for it to be
-// ready so the first wake-up is not missed.
-func (l *Locker) ensureListener() {
+// startListener starts the Locker's listener once (dialects with
+// notifications only): waiters need it to be woken, holders to learn that
+// someone waits.
+func (l *Locker) startListener() bool {
 	n, ok := l.d.(notifier)
 	if !ok {
-		return
+		return false
 	}
 	l.listenOnce.Do(func() {
 		l.wg.Add(1)
 		go l.listenLoop(n)
 	})
+	return true
+}
+
+// ensureListener starts the listener and waits a little for it to be ready,
+// so a waiter's first wake-up is not missed.
+func (l *Locker) ensureListener() {
+	if !l.startListener() {
+		return
+	}
 	t := time.NewTimer(time.Second)
 	defer t.Stop()
 	select {
@@ -50,7 +59,7 @@ func (l *Locker) listenLoop(n notifier) {
 				l.waits.wakeAll()
 				b = newBackoff(50*time.Millisecond, 5*time.Second)
 			},
-			l.waits.wakeHead)
+			l.onEvent)
 		if errors.Is(err, errNoNotify) {
 			l.listenState.Store(listenUnsupported)
 			return
@@ -68,4 +77,74 @@ func (l *Locker) listenLoop(n notifier) {
 			return
 		}
 	}
+}
+
+// wantWindow is how long a key counts as wanted after a waiter said so;
+// waiters say it again every half window while they wait.
+const wantWindow = 2 * time.Second
+
+// onEvent handles a notification: a released key wakes our first waiter for
+// it; a key another Locker wants makes our releases of it notify for a while.
+func (l *Locker) onEvent(released bool, from, key string) {
+	if released {
+		l.waits.wakeHead(key)
+		return
+	}
+	if from == l.id {
+		return // our own waiters are known without the database
+	}
+	l.wantMu.Lock()
+	defer l.wantMu.Unlock()
+	if l.wanted == nil || len(l.wanted) > 4096 {
+		l.wanted = make(map[string]time.Time) // forget stale marks in bulk
+	}
+	l.wanted[key] = time.Now().Add(wantWindow)
+}
+
+// wantedElsewhere reports whether another Locker said lately that it waits
+// for key.
+func (l *Locker) wantedElsewhere(key string) bool {
+	l.wantMu.Lock()
+	defer l.wantMu.Unlock()
+	until, ok := l.wanted[key]
+	if ok && time.Now().After(until) {
+		delete(l.wanted, key)
+		return false
+	}
+	return ok
+}
+
+// fairPoll is the mean polling period of a waiter for a key that Lockers
+// contend for when no release events exist (MySQL).
+const fairPoll = time.Millisecond
+
+// markForeign records that our waiter for key found it held by another
+// Locker.
+func (l *Locker) markForeign(key string) {
+	l.wantMu.Lock()
+	defer l.wantMu.Unlock()
+	if l.foreign == nil || len(l.foreign) > 4096 {
+		l.foreign = make(map[string]time.Time)
+	}
+	l.foreign[key] = time.Now().Add(wantWindow)
+}
+
+// fairPolling reports whether waiters for key should poll instead of being
+// handed the key locally: without release events, another Locker's waiter
+// can only poll, so a Locker that woke its own waiter at each release would
+// keep the key to itself. While Lockers contend for key (our waiter found it
+// held by another one lately), our releases do not wake our own waiter and
+// our waiter polls every fairPoll on average, on a par with the others.
+func (l *Locker) fairPolling(key string) bool {
+	if l.notifying() {
+		return false
+	}
+	l.wantMu.Lock()
+	defer l.wantMu.Unlock()
+	until, ok := l.foreign[key]
+	if ok && time.Now().After(until) {
+		delete(l.foreign, key)
+		return false
+	}
+	return ok
 }

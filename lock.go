@@ -100,14 +100,23 @@ func (k *Lock) end(cause error) bool {
 func (k *Lock) releaseRow(ctx context.Context, deadline time.Time) error {
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
-	ok, err := k.l.d.release(ctx, k.l.q, k.key, k.owner, k.token)
+	// Notify only when another Locker waits: then our own first waiter is
+	// woken by the same event, so neither side has a head start. Otherwise
+	// wake our first waiter here, and spare the commit a NOTIFY (PostgreSQL
+	// serialises notifying commits).
+	n, can := k.l.d.(notifier)
+	notify := can && k.l.notifying() && k.l.wantedElsewhere(k.key)
+	var ok bool
+	var err error
+	if notify {
+		ok, err = n.releaseNotify(ctx, k.l.q, k.key, k.owner, k.token)
+	} else {
+		ok, err = k.l.d.release(ctx, k.l.q, k.key, k.owner, k.token)
+	}
 	if err != nil {
 		return k.l.wrapErr("release", k.key, err)
 	}
-	if !k.l.notifying() {
-		// No release event will reach our waiters: wake the first one here.
-		// With events, local and remote waiters are woken the same way, so
-		// neither side has a head start.
+	if !notify && !k.l.fairPolling(k.key) {
 		k.l.waits.wakeHead(k.key)
 	}
 	if !ok {

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"time"
 
 	"github.com/dblockhq/dblock"
@@ -49,10 +50,28 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.StringVar(&cfg.jsonPath, "json", "bench/results/latest.json", "JSON output file")
 	fs.StringVar(&cfg.svgPath, "svg", "bench/results/contended.svg", "SVG chart output file")
 	fs.StringVar(&cfg.mdPath, "md", "", "markdown table output file (none if empty)")
+	only := fs.String("cases", "", "comma-separated cases to run, each with its baseline (default: all)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
 	cfg.dsns = map[dblock.Dialect]string{dblock.Postgres: *pgDSN, dblock.MySQL: *myDSN}
+	if *only != "" {
+		known := map[string]string{}
+		for _, c := range cases() {
+			known[c.name] = c.baseline
+		}
+		cfg.only = map[string]bool{}
+		for _, name := range strings.Split(*only, ",") {
+			base, ok := known[name]
+			if !ok {
+				return cfg, usage(fs, "unknown case %q", name)
+			}
+			cfg.only[name] = true
+			if base != "" {
+				cfg.only[base] = true
+			}
+		}
+	}
 	switch *db {
 	case "all":
 		cfg.dbs = []dblock.Dialect{dblock.Postgres, dblock.MySQL}

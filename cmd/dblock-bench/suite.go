@@ -22,6 +22,7 @@ type config struct {
 	jsonPath  string
 	svgPath   string
 	mdPath    string
+	only      map[string]bool // cases to run (with their baselines); nil: all
 }
 
 // benchCase is one measurement, run once per goroutine count on each
@@ -88,6 +89,9 @@ func runTarget(ctx context.Context, cfg config, d dblock.Dialect, out io.Writer)
 		}
 	}()
 	for _, c := range cases() {
+		if cfg.only != nil && !cfg.only[c.name] {
+			continue
+		}
 		for _, g := range c.gs {
 			r, err := c.run(ctx, t, cfg, g)
 			if err != nil {
