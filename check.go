@@ -32,7 +32,11 @@ func (k *Lock) Check(ctx context.Context, tx *sql.Tx) error {
 	if err := k.Err(); err != nil {
 		return fmt.Errorf("%w: %q (token %d): %w", ErrNotHeld, k.key, k.token, err)
 	}
-	ok, err := k.l.d.(txDialect).checkTx(ctx, tx, k.key, k.owner, k.token)
+	td, err := k.l.txDialect("Check")
+	if err != nil {
+		return err
+	}
+	ok, err := td.checkTx(ctx, tx, k.key, k.owner, k.token)
 	if err != nil {
 		return k.l.txErr(ctx, "check", k.key, err)
 	}

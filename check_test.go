@@ -24,7 +24,7 @@ func waitDone(t *testing.T, lk *dblock.Lock, limit time.Duration) {
 }
 
 func TestCheckBlocksTakeover(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		ctx := testCtx(t)
 		l, db, table := dbtest.Locker(t, d, dblock.WithTTL(shortTTL))
 		other, err := dblock.New(db, dblock.WithTable(table))
@@ -86,7 +86,7 @@ func TestCheckBlocksTakeover(t *testing.T) {
 }
 
 func TestCheckDoesNotStallHeartbeat(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		ctx := testCtx(t)
 		l, db, table := dbtest.Locker(t, d, dblock.WithTTL(time.Second))
 		a, err := l.TryLock(ctx, "a")
@@ -132,7 +132,7 @@ func TestCheckDoesNotStallHeartbeat(t *testing.T) {
 }
 
 func TestCheckNotHeld(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		ctx := testCtx(t)
 		l, db, table := dbtest.Locker(t, d)
 		lk, err := l.TryLock(ctx, "k")
@@ -177,7 +177,7 @@ func TestCheckNotHeld(t *testing.T) {
 }
 
 func TestCheckCancelled(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		l, db, _ := dbtest.Locker(t, d)
 		lk, err := l.TryLock(context.Background(), "k")
 		if err != nil {

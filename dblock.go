@@ -50,9 +50,9 @@ type Locker struct {
 
 // New returns a Locker that keeps its locks in db. It sends no query: run
 // Migrate once (or dblock migrate) to create the table. The dialect is learned
-// from the driver (pgx stdlib, lib/pq, go-sql-driver/mysql) unless WithDialect
-// is given. Bad option values are errors wrapping ErrInvalidOption. The
-// Locker never closes db.
+// from the driver (pgx stdlib, lib/pq, go-sql-driver/mysql, modernc.org/sqlite)
+// unless WithDialect is given. Bad option values are errors wrapping
+// ErrInvalidOption. The Locker never closes db.
 func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", ErrInvalidOption)

@@ -73,15 +73,18 @@ type dialectFactory func(table string) dialect
 var dialects = map[Dialect]dialectFactory{
 	Postgres: newPostgres,
 	MySQL:    newMySQL,
+	SQLite:   newSQLite,
 }
 
 // driverDialects maps a driver's package path to its dialect. The driver is
-// recognised by its type's package path, so dblock need not import lib/pq.
+// recognised by its type's package path, so dblock need not import lib/pq or
+// modernc.org/sqlite.
 var driverDialects = map[string]Dialect{
 	"github.com/jackc/pgx/v5/stdlib": Postgres,
 	"github.com/jackc/pgx/v4/stdlib": Postgres,
 	"github.com/lib/pq":              Postgres,
 	"github.com/go-sql-driver/mysql": MySQL,
+	"modernc.org/sqlite":             SQLite,
 }
 
 // detectDialect learns the dialect from db's driver.

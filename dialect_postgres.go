@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"hash/fnv"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -21,6 +20,7 @@ type postgres struct {
 	acquireSQL, releaseSQL string
 	renewSQL, reapSQL      string
 	releaseNotifySQL       string
+	fenceKey               int64 // the reap fence's advisory lock
 	versionDDL             string
 	tx                     *pgTx
 }
@@ -33,11 +33,11 @@ func newPostgres(table string) dialect {
 	p := &postgres{table: table}
 	t := p.quote(table)
 	seq := p.quote(table + "_token_seq")
-	fence := strconv.FormatInt(advisoryKey("dblock.reap:"+table), 10)
-	r := strings.NewReplacer("{t}", t, "{seq}", strings.ReplaceAll(seq, `'`, `''`), "{expired}", pgExpired, "{fence}", fence)
+	p.fenceKey = advisoryKey("dblock.reap:" + table)
+	r := strings.NewReplacer("{t}", t, "{seq}", strings.ReplaceAll(seq, `'`, `''`), "{expired}", pgExpired)
 	// The acquire holds the table's reap fence (a shared advisory lock, to the
 	// end of its transaction) before it draws the insert token; see reap.
-	p.acquireSQL = r.Replace(`WITH fence AS (SELECT pg_advisory_xact_lock_shared({fence}))
+	p.acquireSQL = r.Replace(`WITH fence AS (SELECT pg_advisory_xact_lock_shared($4))
 INSERT INTO {t} AS l (key_id, memo, depth, token, lease_ms, update_time, acquired_time)
 SELECT $1, $2, 1, nextval('{seq}'), $3, statement_timestamp(), statement_timestamp() FROM fence
 ON CONFLICT (key_id) DO UPDATE SET
@@ -104,7 +104,7 @@ func (p *postgres) quote(ident string) string { return `"` + ident + `"` }
 
 func (p *postgres) acquire(ctx context.Context, q querier, key, owner string, ttl time.Duration) (int64, bool, error) {
 	var token int64
-	err := q.QueryRowContext(ctx, p.acquireSQL, key, owner, ttl.Milliseconds()).Scan(&token)
+	err := q.QueryRowContext(ctx, p.acquireSQL, key, owner, ttl.Milliseconds(), p.fenceKey).Scan(&token)
 	if err == sql.ErrNoRows {
 		return 0, false, nil
 	}
@@ -174,7 +174,7 @@ func (p *postgres) reap(ctx context.Context, db *sql.DB, limit int) (keys []stri
 	if _, err = tx.ExecContext(ctx, `SET LOCAL lock_timeout = '`+reapLockTimeout+`'`); err != nil {
 		return nil, err
 	}
-	if _, err = tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, advisoryKey("dblock.reap:"+p.table)); err != nil {
+	if _, err = tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, p.fenceKey); err != nil {
 		if sqlState(err) == pgLockNotAvailable {
 			err = fmt.Errorf("%w: acquires in flight, reaping later: %w", ErrLockTimeout, err)
 		}
@@ -241,6 +241,24 @@ func missing(refs []heldRef, got map[heldRef]struct{}) []heldRef {
 		}
 	}
 	return lost
+}
+
+// missingFrom returns the refs not among rows of (key, token), and closes
+// rows.
+func missingFrom(rows *sql.Rows, refs []heldRef) ([]heldRef, error) {
+	defer rows.Close()
+	got := make(map[heldRef]struct{}, len(refs))
+	for rows.Next() {
+		var r heldRef
+		if err := rows.Scan(&r.key, &r.token); err != nil {
+			return nil, err
+		}
+		got[r] = struct{}{}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return missing(refs, got), nil
 }
 
 func scanStrings(rows *sql.Rows) ([]string, error) {

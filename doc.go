@@ -1,5 +1,7 @@
 // Package dblock provides distributed locks stored in the PostgreSQL or
-// MySQL/MariaDB database a service already uses.
+// MySQL/MariaDB database a service already uses. With no server, an SQLite
+// file (modernc.org/sqlite, pure Go) holds the locks of the processes of one
+// host.
 //
 // A lock is a row in a lock table (default lock_table, created by Migrate):
 // key_id, the owner memo, the re-entry depth, a fencing token, a lease and

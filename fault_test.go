@@ -42,7 +42,7 @@ func newFaultSetup(t *testing.T, d dblock.Dialect, ttl time.Duration) faultSetup
 // the database: its Done must fire, with ErrLeaseExpired, before the rival
 // (polling all along) acquires the key.
 func TestLostBeforeTakeover(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		for _, mode := range []faultproxy.Mode{faultproxy.Down, faultproxy.Stall} {
 			name := map[faultproxy.Mode]string{faultproxy.Down: "cut", faultproxy.Stall: "stall"}[mode]
 			t.Run(name, func(t *testing.T) {
@@ -90,7 +90,7 @@ func TestLostBeforeTakeover(t *testing.T) {
 // TestFailedBeatsKeepLock makes renewals fail twice (connections cut and
 // refused), then lets them through: the lock must survive.
 func TestFailedBeatsKeepLock(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		const ttl = time.Second
 		s := newFaultSetup(t, d, ttl)
 		lk, err := s.holder.TryLock(context.Background(), "k")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -24,9 +25,12 @@ type row struct {
 func readRow(t testing.TB, db *sql.DB, d dblock.Dialect, table, key string) (r row, ok bool) {
 	t.Helper()
 	var q string
-	if d == dblock.Postgres {
+	switch d {
+	case dblock.Postgres:
 		q = `SELECT memo, depth, token, lease_ms, (extract(epoch FROM update_time) * 1000000)::bigint FROM "` + table + `" WHERE key_id = $1`
-	} else {
+	case dblock.SQLite: // update_time is stored in microseconds
+		q = `SELECT memo, depth, token, lease_ms, update_time FROM "` + table + `" WHERE key_id = ?1`
+	default:
 		q = "SELECT memo, depth, token, lease_ms, TIMESTAMPDIFF(MICROSECOND, '1970-01-01', update_time) FROM `" + table + "` WHERE key_id = ?"
 	}
 	err := db.QueryRowContext(context.Background(), q, key).Scan(&r.memo, &r.depth, &r.token, &r.lease, &r.update)
@@ -49,16 +53,19 @@ func mustExec(t testing.TB, db *sql.DB, q string, args ...any) {
 
 // quote quotes an identifier for d.
 func quote(d dblock.Dialect, ident string) string {
-	if d == dblock.Postgres {
-		return `"` + ident + `"`
+	if d == dblock.MySQL {
+		return "`" + ident + "`"
 	}
-	return "`" + ident + "`"
+	return `"` + ident + `"`
 }
 
 // bind returns d's placeholder for the n-th argument.
 func bind(d dblock.Dialect, n int) string {
-	if d == dblock.Postgres {
-		return "$" + string(rune('0'+n))
+	switch d {
+	case dblock.Postgres:
+		return "$" + strconv.Itoa(n)
+	case dblock.SQLite:
+		return "?" + strconv.Itoa(n)
 	}
 	return "?"
 }
@@ -90,4 +97,15 @@ func mustLock(t testing.TB) func(*dblock.Lock, error) *dblock.Lock {
 		}
 		return lk
 	}
+}
+
+// openSQLiteFile opens a pool on the SQLite file at path, closed at cleanup.
+func openSQLiteFile(t testing.TB, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open(dbtest.DriverName(dblock.SQLite), dbtest.SQLiteDSN(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -100,9 +101,14 @@ func TestBadInputs(t *testing.T) {
 func TestDeadDatabaseAndMissingSchema(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
 		ctx := ctxT(t, 30*time.Second)
-		dsn := "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2"
-		if d == dblock.MySQL {
+		var dsn string
+		switch d {
+		case dblock.Postgres:
+			dsn = "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2"
+		case dblock.MySQL:
 			dsn = "root@tcp(127.0.0.1:1)/test?timeout=2s"
+		case dblock.SQLite: // a file in a directory that does not exist
+			dsn = dbtest.SQLiteDSN(filepath.Join(t.TempDir(), "missing", "locks.db"))
 		}
 		dead, err := sql.Open(dbtest.DriverName(d), dsn)
 		if err != nil {

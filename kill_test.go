@@ -86,8 +86,9 @@ func startHolder(t *testing.T, d dblock.Dialect, table, key string, ttl time.Dur
 // TestKilledHolder kills (SIGKILL) a holder in another process: a waiter
 // gets the lock once the last renewed lease ends, within TTL plus one
 // heartbeat interval of the kill, and not before TTL minus one interval.
+// (SQLite's processes share a file: TestSQLiteProcesses covers them.)
 func TestKilledHolder(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		const ttl = 1500 * time.Millisecond
 		const interval = ttl / 3 // the default heartbeat
 		const slack = time.Second

@@ -70,8 +70,12 @@ func (k *Lock) Err() error { return context.Cause(k.ctx) }
 // wrapping ErrNotHeld when the lock is no longer ours: unlocked already, lost
 // (the error then wraps Err's cause too), or taken over after its lease
 // expired; another holder's row is never touched. Unlock runs even when ctx
-// is already cancelled, bounded by its own timeout.
+// is already cancelled, bounded by its own timeout. A nil or zero Lock, which
+// names no acquisition, gets ErrNotHeld too.
 func (k *Lock) Unlock(ctx context.Context) error {
+	if k == nil || k.l == nil {
+		return fmt.Errorf("%w: not a Lock from a Locker", ErrNotHeld)
+	}
 	return k.release(ctx, ErrReleased)
 }
 

@@ -78,7 +78,10 @@ func (l *Locker) lockTx(ctx context.Context, tx *sql.Tx, key string, opts []Lock
 	if _, err := l.lockConfig(key, opts); err != nil {
 		return nil, err
 	}
-	td := l.d.(txDialect)
+	td, err := l.txDialect("LockTx")
+	if err != nil {
+		return nil, err
+	}
 	var b *backoff
 	for {
 		if l.isClosed() {
@@ -114,8 +117,21 @@ func (l *Locker) txErr(ctx context.Context, op, key string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("dblock: %s %q: %w: %w", op, key, ctxErr(ctx), err)
 	}
-	if s := l.d.(txDialect).txErr(err); s != nil {
-		return fmt.Errorf("dblock: %s %q: %w: %w", op, key, s, err)
+	if td, ok := l.d.(txDialect); ok {
+		if s := td.txErr(err); s != nil {
+			return fmt.Errorf("dblock: %s %q: %w: %w", op, key, s, err)
+		}
 	}
 	return l.wrapErr(op, key, err)
+}
+
+// txDialect returns the dialect's transaction support, or an error wrapping
+// errors.ErrUnsupported (SQLite: its writers lock the whole file, so use a
+// plain Lock around the transaction instead).
+func (l *Locker) txDialect(op string) (txDialect, error) {
+	td, ok := l.d.(txDialect)
+	if !ok {
+		return nil, fmt.Errorf("dblock: %s on %s: %w", op, l.dialect, errors.ErrUnsupported)
+	}
+	return td, nil
 }

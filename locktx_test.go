@@ -15,7 +15,7 @@ import (
 )
 
 func TestLockTxExclusion(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		ctx := testCtx(t)
 		l, db, _ := dbtest.Locker(t, d)
 		const workers, rounds = 4, 8
@@ -71,7 +71,7 @@ func txRound(ctx context.Context, l *dblock.Locker, db *sql.DB, counter, inside,
 }
 
 func TestLockTxVersusLease(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		ctx := testCtx(t)
 		l, db, _ := dbtest.Locker(t, d, dblock.WithRetry(time.Millisecond, 20*time.Millisecond))
 		lease, err := l.TryLock(ctx, "k")
@@ -121,7 +121,7 @@ func TestLockTxVersusLease(t *testing.T) {
 }
 
 func TestTryLockWaitsForTxLock(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		ctx := testCtx(t)
 		l, db, table := dbtest.Locker(t, d)
 		tx := begin(t, db)
@@ -173,7 +173,7 @@ func TestTryLockWaitsForTxLock(t *testing.T) {
 }
 
 func TestLockTxEndsWithTx(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		for _, commit := range []bool{true, false} {
 			ctx := testCtx(t)
 			l, db, _ := dbtest.Locker(t, d)
@@ -212,7 +212,7 @@ func TestLockTxEndsWithTx(t *testing.T) {
 }
 
 func TestLockTxCancel(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		ctx := testCtx(t)
 		l, db, _ := dbtest.Locker(t, d)
 		holder := begin(t, db)
@@ -252,7 +252,7 @@ func TestLockTxCancel(t *testing.T) {
 }
 
 func TestLockTxDeadlock(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		ctx := testCtx(t)
 		l, db, _ := dbtest.Locker(t, d)
 		txs := []*sql.Tx{begin(t, db), begin(t, db)}
@@ -303,7 +303,7 @@ func TestLockTxBadInput(t *testing.T) {
 }
 
 func TestReapSkipsTxLock(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		ctx := testCtx(t)
 		l, db, _ := dbtest.Locker(t, d)
 		tx := begin(t, db)
@@ -322,4 +322,22 @@ func TestReapSkipsTxLock(t *testing.T) {
 			t.Fatalf("Reap after commit: %d, %v; want 1, nil", n, err)
 		}
 	})
+}
+
+// SQLite has no row locks: LockTx and Check say so instead of failing later.
+func TestTxUnsupportedOnSQLite(t *testing.T) {
+	l, db, _ := dbtest.Locker(t, dblock.SQLite)
+	ctx := ctxT(t, 10*time.Second)
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := l.LockTx(ctx, tx, "k"); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("LockTx on SQLite = %v, want ErrUnsupported", err)
+	}
+	lk := mustLock(t)(l.TryLock(ctx, "k"))
+	if err := lk.Check(ctx, tx); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("Check on SQLite = %v, want ErrUnsupported", err)
+	}
 }

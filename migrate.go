@@ -25,12 +25,15 @@ type migration struct {
 
 var (
 	migrationFile = regexp.MustCompile(`^(\d+)_([a-z0-9_]+)\.up\.sql$`)
-	defaultIdent  = regexp.MustCompile(`\b` + schema.DefaultTable)
+	// defaultIdent matches the files' lock_table and the names derived from
+	// it (lock_table_fence, ...), with the single quotes of a string literal.
+	defaultIdent = regexp.MustCompile(`'?\b` + schema.DefaultTable + `\w*'?`)
 )
 
-// loadMigrations reads dir's up migrations from schema.FS and names table in
+// loadMigrations reads d's up migrations from schema.FS and names table in
 // place of the files' lock_table. table must be validated already.
-func loadMigrations(dir, table string) ([]migration, error) {
+func loadMigrations(d dialect, table string) ([]migration, error) {
+	dir := d.migrationsDir()
 	entries, err := fs.ReadDir(schema.FS, dir)
 	if err != nil {
 		return nil, err
@@ -49,16 +52,36 @@ func loadMigrations(dir, table string) ([]migration, error) {
 		if err != nil {
 			return nil, err
 		}
-		body := defaultIdent.ReplaceAllLiteralString(string(text), table)
+		body := renameTable(string(text), table, d.quote)
 		out = append(out, migration{version: v, name: m[2], statements: splitStatements(body)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
 	return out, nil
 }
 
+// renameTable puts table in place of lock_table in a migration file: quoted
+// as an identifier (PostgreSQL would fold an unquoted Locks to locks, and a
+// reserved word would not parse), or inside the file's own quotes where it
+// is a string literal ('lock_table').
+func renameTable(text, table string, quote func(string) string) string {
+	return defaultIdent.ReplaceAllStringFunc(text, func(m string) string {
+		open, close := strings.HasPrefix(m, "'"), len(m) > 1 && strings.HasSuffix(m, "'")
+		name := table + strings.TrimPrefix(strings.Trim(m, "'"), schema.DefaultTable)
+		switch {
+		case open && close:
+			return "'" + name + "'"
+		case open:
+			return "'" + quote(name)
+		case close:
+			return quote(name) + "'"
+		}
+		return quote(name)
+	})
+}
+
 // SchemaVersion is the newest schema version this dblock knows.
 func SchemaVersion() int64 {
-	ms, err := loadMigrations(dialects[Postgres](DefaultTable).migrationsDir(), DefaultTable)
+	ms, err := loadMigrations(dialects[Postgres](DefaultTable), DefaultTable)
 	if err != nil || len(ms) == 0 {
 		return 0
 	}
@@ -69,7 +92,8 @@ func SchemaVersion() int64 {
 // other options are ignored) and records each version applied in
 // <table>_version. It applies only what is missing, so calling it again is
 // harmless; concurrent calls from many processes are serialised by a database
-// lock (pg_advisory_lock, GET_LOCK); and it refuses, with ErrSchemaTooNew, a
+// lock (pg_advisory_lock, GET_LOCK, or on SQLite a BEGIN IMMEDIATE transaction
+// holding the migration); and it refuses, with ErrSchemaTooNew, a
 // database migrated by a newer dblock. It needs DDL privileges; the locks
 // themselves do not.
 func Migrate(ctx context.Context, db *sql.DB, opts ...Option) (err error) {
@@ -84,7 +108,7 @@ func Migrate(ctx context.Context, db *sql.DB, opts ...Option) (err error) {
 	if err != nil {
 		return err
 	}
-	migs, err := loadMigrations(d.migrationsDir(), c.table)
+	migs, err := loadMigrations(d, c.table)
 	if err != nil {
 		return fmt.Errorf("dblock: migrate: reading migrations: %w", err)
 	}
@@ -121,7 +145,7 @@ func Migrate(ctx context.Context, db *sql.DB, opts ...Option) (err error) {
 			continue
 		}
 		for _, stmt := range m.statements {
-			if _, err := conn.ExecContext(ctx, stmt); err != nil {
+			if _, err := conn.ExecContext(ctx, stmt); err != nil && !alreadyApplied(d, err) {
 				return fmt.Errorf("dblock: migrate: version %d (%s): %w\n%s", m.version, m.name, err, firstLine(stmt))
 			}
 		}
@@ -131,6 +155,18 @@ func Migrate(ctx context.Context, db *sql.DB, opts ...Option) (err error) {
 		c.logger.Info("dblock: migrated", "table", c.table, "version", m.version, "name", m.name)
 	}
 	return nil
+}
+
+// rerunner is implemented by dialects whose DDL cannot say IF NOT EXISTS
+// everywhere (SQLite's ADD COLUMN): it recognises the error of a statement
+// that had already been applied, by another tool or an interrupted Migrate.
+type rerunner interface {
+	alreadyApplied(err error) bool
+}
+
+func alreadyApplied(d dialect, err error) bool {
+	r, ok := d.(rerunner)
+	return ok && r.alreadyApplied(err)
 }
 
 func firstLine(s string) string {

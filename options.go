@@ -15,6 +15,12 @@ const (
 	Postgres Dialect = "postgres"
 	// MySQL is MySQL 8 or MariaDB 10.6+, through github.com/go-sql-driver/mysql.
 	MySQL Dialect = "mysql"
+	// SQLite is an SQLite file through modernc.org/sqlite (pure Go, driver
+	// name "sqlite"), which the program imports itself: dblock does not. Locks
+	// then exclude only processes that open the same file, on one host. Open
+	// it in WAL mode with a busy timeout, e.g.
+	// "file:locks.db?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)".
+	SQLite Dialect = "sqlite"
 )
 
 // Option configures a Locker (and Migrate). Options validate their values:
@@ -114,7 +120,7 @@ func WithLogger(l *slog.Logger) Option {
 func WithDialect(d Dialect) Option {
 	return func(c *config) error {
 		if _, ok := dialects[d]; !ok {
-			return fmt.Errorf("%w: dialect %q (known: postgres, mysql)", ErrInvalidOption, string(d))
+			return fmt.Errorf("%w: dialect %q (known: postgres, mysql, sqlite)", ErrInvalidOption, string(d))
 		}
 		c.dialect = d
 		return nil

@@ -18,9 +18,23 @@ import (
 func backdate(t testing.TB, db *sql.DB, table, prefix string) {
 	t.Helper()
 	q := "UPDATE " + table + " SET update_time = update_time - INTERVAL '1' HOUR WHERE key_id LIKE '" + prefix + "%'"
+	if dbtest.DriverName(dblock.SQLite) == driverOf(db) { // microseconds since the epoch
+		q = "UPDATE " + table + " SET update_time = update_time - 3600000000 WHERE key_id LIKE '" + prefix + "%'"
+	}
 	if _, err := db.ExecContext(context.Background(), q); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// driverOf names db's driver as dbtest does.
+func driverOf(db *sql.DB) string {
+	switch fmt.Sprintf("%T", db.Driver()) {
+	case "*sqlite.Driver":
+		return "sqlite"
+	case "mysql.MySQLDriver", "*mysql.MySQLDriver":
+		return "mysql"
+	}
+	return "pgx"
 }
 
 func countRows(t testing.TB, db *sql.DB, table string) int {

@@ -106,7 +106,7 @@ func pinned(b *testing.B, db *sql.DB) *sql.Conn {
 // advisory time; 1 means as fast as raw). Pairing the cycles cancels out
 // load that changes during the run, which a shared machine has plenty of.
 func BenchmarkPaired(b *testing.B) {
-	for _, d := range dbtest.Dialects {
+	for _, d := range dbtest.Servers {
 		b.Run(string(d), func(b *testing.B) {
 			l, db := newLocker(b, d)
 			conn := pinned(b, db)

@@ -44,7 +44,7 @@ func (h countHandler) WithGroup(string) slog.Handler      { return h }
 // must see no holder and no waiter, or only the waiter's lock when Lock
 // reported success; and the next iteration's TryLock must succeed.
 func TestCancelledWaitLeavesNothing(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		const iterations = 200
 		ctx := testCtx(t, 60*time.Second)
 		db := dbtest.Open(t, d)

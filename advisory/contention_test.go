@@ -73,7 +73,7 @@ func hammer(t *testing.T, fn func(ctx context.Context, w, i int) error) {
 // TestExclusionUnderContention: session exclusive locks, from several
 // Lockers (several processes) at once, never overlap.
 func TestExclusionUnderContention(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		lockers := []*advisory.Locker{}
 		for range 2 {
 			l, _ := newLocker(t, d)

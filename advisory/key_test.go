@@ -56,7 +56,7 @@ func TestLockNameRule(t *testing.T) {
 func TestKeySQL(t *testing.T) {
 	keys := []string{"hello", "orders/42", "é", strings.Repeat("k", 64), strings.Repeat("k", 65),
 		"sha256:abc", strings.Repeat("é", 33), "a'b\"c\\d"}
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		ctx := testCtx(t, 30*time.Second)
 		db := dbtest.Open(t, d)
 		for _, k := range keys {

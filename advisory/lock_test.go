@@ -13,7 +13,7 @@ import (
 )
 
 func TestTryLockUnlock(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		ctx := testCtx(t, 30*time.Second)
 		l, db := newLocker(t, d)
 		l2, _ := newLocker(t, d)
@@ -56,7 +56,7 @@ func TestTryLockUnlock(t *testing.T) {
 }
 
 func TestLockWaitsForRelease(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		ctx := testCtx(t, 30*time.Second)
 		l, db := newLocker(t, d)
 		key := randomKey("wait")
@@ -88,7 +88,7 @@ func TestLockWaitsForRelease(t *testing.T) {
 }
 
 func TestLockDeadline(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		ctx := testCtx(t, 30*time.Second)
 		l, db := newLocker(t, d)
 		key := randomKey("deadline")
@@ -112,7 +112,7 @@ func TestLockDeadline(t *testing.T) {
 }
 
 func TestInvalidInput(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		ctx := testCtx(t, 30*time.Second)
 		l, db := newLocker(t, d)
 		for _, key := range []string{"", "a\x00b", string([]byte{0xff}), string(make([]byte, dblock.MaxKeyLen+1))} {
@@ -155,7 +155,7 @@ func TestUnsupportedOnMySQL(t *testing.T) {
 }
 
 func TestCloseReleases(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		ctx := testCtx(t, 30*time.Second)
 		db := dbtest.Open(t, d)
 		l, err := advisory.New(db, advisory.WithProbeInterval(20*time.Millisecond))
@@ -200,7 +200,7 @@ func TestCloseReleases(t *testing.T) {
 
 // TestConnectionsGivenBack: failed acquisitions never keep a connection.
 func TestConnectionsGivenBack(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		ctx := testCtx(t, 30*time.Second)
 		db := dbtest.Open(t, d)
 		db.SetMaxOpenConns(4)
@@ -236,7 +236,7 @@ func TestConnectionsGivenBack(t *testing.T) {
 // back to the pool. On MySQL the second pool interpolates parameters, so the
 // driver takes the unprepared path too.
 func TestNoIdleConns(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		ctx := testCtx(t, 30*time.Second)
 		var params []string
 		if d == dblock.MySQL {

@@ -31,7 +31,7 @@ func awaitLost(t *testing.T, lk *advisory.Lock) {
 // TestKilledSessionIsLost: a session ended on the server
 // (pg_terminate_backend, KILL) makes its lock lost, and the key is free.
 func TestKilledSessionIsLost(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		ctx := testCtx(t, 30*time.Second)
 		l, db := newLocker(t, d, advisory.WithProbeInterval(50*time.Millisecond))
 		key := randomKey("killed")
@@ -57,7 +57,7 @@ func TestKilledSessionIsLost(t *testing.T) {
 // set for the test's sessions through the DSN) because the probe runs less
 // often than that; the lock is reported lost.
 func TestIdleTimeoutIsLost(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		ctx := testCtx(t, 30*time.Second)
 		param := "wait_timeout=1"
 		if d == dblock.Postgres {

@@ -202,8 +202,11 @@ func blockReap(t *testing.T, db *sql.DB, d dblock.Dialect, table string) {
 	}
 	t.Cleanup(func() { tx.Rollback() })
 	q := "LOCK TABLE " + table + " IN ACCESS EXCLUSIVE MODE"
-	if d == dblock.MySQL {
+	switch d {
+	case dblock.MySQL:
 		q = "SELECT floor_token FROM " + table + "_fence WHERE id = 1 FOR UPDATE"
+	case dblock.SQLite: // the one writer of the file
+		q = "UPDATE " + table + "_fence SET floor_token = floor_token WHERE id = 1"
 	}
 	if _, err := tx.ExecContext(ctx, q); err != nil {
 		t.Fatal(err)

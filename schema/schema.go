@@ -6,14 +6,22 @@
 //
 //	postgres/NNNN_name.up.sql, postgres/NNNN_name.down.sql   golang-migrate format
 //	mysql/NNNN_name.up.sql,    mysql/NNNN_name.down.sql      golang-migrate format
-//	goose/postgres/NNNN_name.sql, goose/mysql/NNNN_name.sql  goose format (Up and Down annotated)
+//	sqlite/NNNN_name.up.sql,   sqlite/NNNN_name.down.sql     golang-migrate format
+//	goose/postgres/NNNN_name.sql, goose/mysql/NNNN_name.sql,
+//	goose/sqlite/NNNN_name.sql                               goose format (Up and Down annotated)
 //
 // The files name the default table, lock_table (and, derived from it,
 // lock_table_token_seq on PostgreSQL and lock_table_fence plus the trigger
-// lock_table_fence_bd on MySQL). Every statement is idempotent
+// lock_table_fence_bd on MySQL and SQLite). Every statement is idempotent
 // (IF NOT EXISTS), so a database migrated by another tool can still be handed
-// to Migrate afterwards. Statements are separated by a semicolon at the end of
-// a line, and none contains a semicolon inside it.
+// to Migrate afterwards. On SQLite, update_time holds microseconds since the
+// Unix epoch (UTC) as an INTEGER.
+//
+// Statements are separated by a semicolon at the end of a line, and each
+// statement ends on the line of that semicolon. The one statement with a
+// semicolon inside it, SQLite's trigger (whose body is BEGIN ...; END), is
+// written on a single line, so that splitting at line-ending semicolons (as
+// Migrate and goose do) keeps it whole.
 package schema
 
 import "embed"
@@ -21,7 +29,7 @@ import "embed"
 // FS holds every migration file, for golang-migrate's iofs source, goose's
 // embedded file systems, or dblock.Migrate.
 //
-//go:embed postgres/*.sql mysql/*.sql goose/postgres/*.sql goose/mysql/*.sql
+//go:embed postgres/*.sql mysql/*.sql sqlite/*.sql goose/postgres/*.sql goose/mysql/*.sql goose/sqlite/*.sql
 var FS embed.FS
 
 // DefaultTable is the table name the shipped files use.

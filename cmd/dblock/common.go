@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/dblockhq/dblock"
@@ -52,8 +53,13 @@ func (c *common) connect(ctx context.Context, a *app) (*sql.DB, target, error) {
 	if dsn == "" {
 		dsn = os.Getenv("DBLOCK_DSN")
 	}
-	if dsn == "" {
-		return nil, target{}, exitf(exitUsage, "no database: pass --dsn or set DBLOCK_DSN")
+	embedded := dsn == ""
+	if embedded {
+		path, err := embeddedPath()
+		if err != nil {
+			return nil, target{}, exitf(exitConfig, "no database: pass --dsn or set DBLOCK_DSN (the embedded default failed: %v)", err)
+		}
+		dsn = "sqlite:" + path
 	}
 	t, err := parseDSN(dsn)
 	a.stderr.hide(t.password)
@@ -71,7 +77,29 @@ func (c *common) connect(ctx context.Context, a *app) (*sql.DB, target, error) {
 		db.Close()
 		return nil, t, exitf(exitUnavailable, "cannot reach the database at %s: %v", t.redacted, err)
 	}
+	if embedded { // our own file: keep its schema current
+		if err := dblock.Migrate(ctx, db, dblock.WithTable(c.table), dblock.WithDialect(dblock.SQLite)); err != nil {
+			db.Close()
+			return nil, t, exitf(exitConfig, "migrating the embedded database %s: %v", t.redacted, err)
+		}
+	}
 	return db, t, nil
+}
+
+// embeddedPath returns the embedded default database: locks.db in the
+// user's cache directory ($XDG_CACHE_HOME/dblock, ~/.cache/dblock on Linux),
+// created if need be. Its locks exclude the processes of one user on one
+// host; pass --dsn for more.
+func embeddedPath() (string, error) {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	dir = filepath.Join(dir, "dblock")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "locks.db"), nil
 }
 
 // open connects and returns a Locker on the table; close ends both.

@@ -10,8 +10,10 @@
 //
 // The database comes from --dsn or $DBLOCK_DSN: postgres://… (or
 // postgresql://…), mysql://user:pass@host:port/db?params (translated to the
-// go-sql-driver form; user and password are URL-unescaped), or sqlite:PATH
-// (reserved; not built yet). Every command also takes --table (default
+// go-sql-driver form; user and password are URL-unescaped), or sqlite:PATH.
+// With neither, dblock uses an embedded SQLite file (pure Go, no server):
+// locks.db in the user's cache directory, migrated on first use; its locks
+// exclude the processes of one user on one host. Every command also takes --table (default
 // lock_table), --ttl (default 30s) and -v. Passwords are never printed.
 //
 // # Run

@@ -14,10 +14,13 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite" // the embedded default: pure Go, no cgo
 )
 
-// errSQLite is returned for sqlite: DSNs until the SQLite dialect lands.
-var errSQLite = errors.New("sqlite support not built yet; use a postgres:// or mysql:// DSN")
+// sqliteParams make an SQLite file usable by many processes and goroutines:
+// WAL, so readers never wait for the writer, and a busy timeout, so a writer
+// waits for the file instead of failing.
+const sqliteParams = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
 
 // mysqlDialTimeout bounds connecting to MySQL when the DSN sets no timeout.
 const mysqlDialTimeout = 10 * time.Second
@@ -30,6 +33,7 @@ type target struct {
 	password string // to scrub from anything printed
 	pg       *pgx.ConnConfig
 	my       *mysql.Config
+	lite     string // SQLite driver DSN
 }
 
 // parseDSN reads postgres://, postgresql://, mysql:// and sqlite: DSNs. A
@@ -40,7 +44,7 @@ func parseDSN(dsn string) (target, error) {
 	scheme, _, _ := strings.Cut(dsn, ":")
 	scheme = strings.ToLower(scheme)
 	if scheme == "sqlite" {
-		return target{}, errSQLite
+		return sqliteTarget(dsn[len("sqlite:"):])
 	}
 	if scheme != "postgres" && scheme != "postgresql" && scheme != "mysql" {
 		return target{}, fmt.Errorf("unsupported DSN %s: want postgres://, postgresql://, mysql:// or sqlite:PATH", redactRaw(dsn))
@@ -56,6 +60,9 @@ func parseDSN(dsn string) (target, error) {
 	t := target{redacted: redactURL(u)}
 	t.password, _ = u.User.Password()
 	if u.Opaque != "" || u.Host == "" {
+		if u.Opaque != "" {
+			t.redacted = redactRaw(dsn) // scheme:user:password@host has no URL password to hide
+		}
 		return t, fmt.Errorf("malformed DSN %s: want %s://[user[:password]@]host[:port]/database", t.redacted, scheme)
 	}
 	if scheme == "mysql" {
@@ -71,6 +78,20 @@ func parseDSN(dsn string) (target, error) {
 	if err != nil {
 		return t, fmt.Errorf("malformed DSN %s: %w", t.redacted, err)
 	}
+	return t, nil
+}
+
+// sqliteTarget reads sqlite:PATH (PATH may start with //, as in a URL).
+func sqliteTarget(path string) (target, error) {
+	path = strings.TrimPrefix(path, "//")
+	t := target{dialect: dblock.SQLite, redacted: "sqlite:" + path}
+	switch {
+	case path == "":
+		return t, errors.New("malformed DSN sqlite: want sqlite:PATH")
+	case strings.ContainsAny(path, "?#\x00"):
+		return t, fmt.Errorf("malformed DSN %s: the path may not contain ?, # or NUL", t.redacted)
+	}
+	t.lite = "file:" + path + "?" + sqliteParams
 	return t, nil
 }
 
@@ -111,11 +132,14 @@ func (t target) driverDSN() string {
 	if t.pg != nil {
 		return t.pg.ConnString()
 	}
-	return ""
+	return t.lite
 }
 
 // open returns a pool on the target; it does not connect.
 func (t target) open() (*sql.DB, error) {
+	if t.lite != "" {
+		return sql.Open("sqlite", t.lite)
+	}
 	if t.my != nil {
 		c, err := mysql.NewConnector(t.my)
 		if err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -83,11 +82,12 @@ func TestParseDSNErrors(t *testing.T) {
 		{"", "unsupported DSN (no scheme)"},
 		{"root@tcp(127.0.0.1:3306)/test", "unsupported DSN (no scheme)"},
 		{"oracle://u:s3cret@h/db", "unsupported DSN oracle://…"},
-		{"sqlite:/var/lib/dblock.db", "sqlite support not built yet"},
-		{"sqlite::memory:", "sqlite support not built yet"},
+		{"sqlite:", "want sqlite:PATH"},
+		{"sqlite:x.db?mode=memory", "the path may not contain ?"},
 		{"postgres://u:s3cret@host:port/db", `malformed DSN postgres://…: invalid port ":port" after host`},
 		{"postgres://u:s3cret@%zz/db", "malformed DSN postgres://…"},
 		{"postgres:relative", "want postgres://[user[:password]@]host[:port]/database"},
+		{"postgres:u:s3cret@host/db", "malformed DSN postgres:…: want postgres://"},
 		{"mysql://u:s3cret@/db", "want mysql://[user[:password]@]host[:port]/database"},
 		{"mysql://u:s3cret@host", "want one database name"},
 		{"mysql://u:s3cret@host/a/b", "want one database name"},
@@ -109,8 +109,9 @@ func TestParseDSNErrors(t *testing.T) {
 			}
 		})
 	}
-	if _, err := parseDSN("sqlite:x.db"); !errors.Is(err, errSQLite) {
-		t.Errorf("sqlite: error %v, want errSQLite", err)
+	if tg, err := parseDSN("sqlite:/var/lib/dblock.db"); err != nil || tg.dialect != dblock.SQLite ||
+		tg.driverDSN() != "file:/var/lib/dblock.db?"+sqliteParams {
+		t.Errorf("sqlite:PATH = %+v, %v", tg, err)
 	}
 }
 

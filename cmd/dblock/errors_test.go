@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -23,15 +24,19 @@ func TestBadInput(t *testing.T) {
 		{"malformed port", nil, []string{"ls", "--dsn", "postgres://u:" + secret + "@host:port/db"}, exitConfig},
 		{"malformed host", nil, []string{"ls", "--dsn", "mysql://u:" + secret + "@[bad/db"}, exitConfig},
 		{"unknown scheme", nil, []string{"ls", "--dsn", "u:" + secret + "@tcp(127.0.0.1:3306)/test"}, exitConfig},
-		{"sqlite", nil, []string{"ls", "--dsn", "sqlite:/tmp/dblock-test.db"}, exitConfig},
+		{"sqlite without a schema", nil, []string{"ls", "--dsn", "sqlite:" + filepath.Join(t.TempDir(), "fresh.db")}, exitConfig},
+		{"sqlite in a missing directory", nil, []string{"ls", "--dsn", "sqlite:" + filepath.Join(t.TempDir(), "no", "such", "dir.db")}, exitUnavailable},
 		{"unreachable postgres", nil, []string{"ls", "--dsn", "postgres://u:" + secret + "@127.0.0.1:1/test?sslmode=disable"}, exitUnavailable},
 		{"unreachable mysql", nil, []string{"ls", "--dsn", "mysql://u:" + secret + "@127.0.0.1:1/test"}, exitUnavailable},
+		{"unreachable, password parameter", nil, []string{"ls", "--dsn", "postgres://u@127.0.0.1:1/test?sslmode=disable&password=" + secret}, exitUnavailable},
+		{"unknown role postgres", nil, []string{"ls", "--dsn", "postgres://no_such_role:" + secret + "@127.0.0.1:5432/test?sslmode=disable"}, exitUnavailable},
+		{"wrong password mysql", nil, []string{"ls", "--dsn", "mysql://root:" + secret + "@127.0.0.1:3306/test"}, exitUnavailable},
+		{"no // and a password", nil, []string{"ls", "--dsn", "postgres:u:" + secret + "@127.0.0.1/test"}, exitConfig},
 		{"unreachable from env", []string{"DBLOCK_DSN=postgres://u:" + secret + "@127.0.0.1:1/test"}, []string{"run", "--key", "k", "--", "true"}, exitUnavailable},
 		{"missing table postgres", nil, []string{"ls", "--dsn", pg, "--table", missing}, exitConfig},
 		{"missing table mysql", nil, []string{"run", "--dsn", my, "--table", missing, "--key", "k", "--", "true"}, exitConfig},
 		{"missing table unlock", nil, []string{"unlock", "--force", "--dsn", pg, "--table", missing, "k"}, exitConfig},
 		{"missing table reap", nil, []string{"reap", "--dsn", my, "--table", missing}, exitConfig},
-		{"no dsn", nil, []string{"ls"}, exitUsage},
 		{"no command", nil, nil, exitUsage},
 		{"unknown command", nil, []string{"frobnicate"}, exitUsage},
 		{"unknown flag", nil, []string{"ls", "--bogus"}, exitUsage},

@@ -40,7 +40,8 @@ Usage:
 
 Every command takes:
   --dsn DSN     postgres://user:pass@host:5432/db?sslmode=disable, mysql://user:pass@host:3306/db,
-                or sqlite:PATH (not built yet); default $DBLOCK_DSN
+                or sqlite:PATH; default $DBLOCK_DSN, else an embedded SQLite file
+                in the user's cache directory (one host)
   --table NAME  lock table (default lock_table)
   --ttl D       lease of locks taken (default 30s)
   -v            log debug messages to stderr

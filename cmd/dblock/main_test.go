@@ -42,8 +42,11 @@ func TestMain(m *testing.M) {
 // cliDSN returns the URL-form DSN of d's test server.
 func cliDSN(t testing.TB, d dblock.Dialect) string {
 	dsn := dbtest.DSN(d)
-	if d == dblock.Postgres {
+	switch d {
+	case dblock.Postgres:
 		return dsn
+	case dblock.SQLite: // the file dbtest.Open uses for this test
+		return "sqlite:" + dbtest.SQLiteFile(t)
 	}
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {

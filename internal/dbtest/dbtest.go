@@ -3,7 +3,10 @@
 // database that cannot be reached fails the test: it is never skipped.
 //
 // DSNs come from DBLOCK_POSTGRES_DSN and DBLOCK_MYSQL_DSN, defaulting to the
-// servers scripts/dbup.sh starts (and docker-compose.yml describes).
+// servers scripts/dbup.sh starts (and docker-compose.yml describes). SQLite
+// needs no server: unless DBLOCK_SQLITE_DSN names a database, each top-level
+// test gets its own file in a temporary directory, shared by every pool the
+// test opens and removed when the last of them is closed.
 package dbtest
 
 import (
@@ -12,13 +15,16 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/dblockhq/dblock"
 	_ "github.com/go-sql-driver/mysql" // registers "mysql"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
+	_ "modernc.org/sqlite"             // registers "sqlite"
 )
 
 // Default DSNs.
@@ -27,10 +33,17 @@ const (
 	DefaultMySQLDSN    = "root@tcp(127.0.0.1:3306)/test"
 )
 
-// Dialects lists the dialects every conformance test runs on.
-var Dialects = []dblock.Dialect{dblock.Postgres, dblock.MySQL}
+// SQLiteParams are the DSN parameters every SQLite pool needs to lock from
+// many goroutines and processes: WAL, so readers never wait for the writer,
+// and a busy timeout, so a writer waits for the file instead of failing.
+const SQLiteParams = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
 
-// DSN returns the DSN for d, from the environment or the default.
+// Dialects lists the dialects every conformance test runs on.
+var Dialects = []dblock.Dialect{dblock.Postgres, dblock.MySQL, dblock.SQLite}
+
+// DSN returns the DSN for d, from the environment or the default. SQLite's
+// default is an in-memory database, for the ping command: without
+// DBLOCK_SQLITE_DSN, Open gives each test a file of its own.
 func DSN(d dblock.Dialect) string {
 	switch d {
 	case dblock.Postgres:
@@ -43,14 +56,28 @@ func DSN(d dblock.Dialect) string {
 			return s
 		}
 		return DefaultMySQLDSN
+	case dblock.SQLite:
+		if s := os.Getenv("DBLOCK_SQLITE_DSN"); s != "" {
+			return s
+		}
+		// Open gives each test a file of its own instead.
+		return "file:dblock-test?mode=memory&" + SQLiteParams
 	}
 	panic("dbtest: unknown dialect " + string(d))
 }
 
+// SQLiteDSN returns the DSN of the SQLite file at path, with SQLiteParams.
+func SQLiteDSN(path string) string {
+	return "file:" + path + "?" + SQLiteParams
+}
+
 // DriverName returns the database/sql driver name for d.
 func DriverName(d dblock.Dialect) string {
-	if d == dblock.Postgres {
+	switch d {
+	case dblock.Postgres:
 		return "pgx"
+	case dblock.SQLite:
+		return "sqlite"
 	}
 	return "mysql"
 }
@@ -69,6 +96,9 @@ func WithParam(dsn, kv string) string {
 func Open(t testing.TB, d dblock.Dialect, params ...string) *sql.DB {
 	t.Helper()
 	dsn := DSN(d)
+	if d == dblock.SQLite && os.Getenv("DBLOCK_SQLITE_DSN") == "" {
+		dsn = SQLiteDSN(testFile(t))
+	}
 	for _, p := range params {
 		dsn = WithParam(dsn, p)
 	}
@@ -77,6 +107,10 @@ func Open(t testing.TB, d dblock.Dialect, params ...string) *sql.DB {
 		t.Fatalf("dbtest: open %s: %v", d, err)
 	}
 	t.Cleanup(func() { db.Close() })
+	if d == dblock.SQLite {
+		// Opening an SQLite connection reads the schema again: keep them.
+		db.SetMaxIdleConns(16)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := db.PingContext(ctx); err != nil {
@@ -112,12 +146,17 @@ func Drop(t testing.TB, db *sql.DB, d dblock.Dialect, name string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		var stmts []string
-		if d == dblock.Postgres {
+		switch d {
+		case dblock.Postgres:
 			stmts = []string{
 				`DROP TABLE IF EXISTS "` + name + `", "` + name + `_version"`,
 				`DROP SEQUENCE IF EXISTS "` + name + `_token_seq"`,
 			}
-		} else {
+		case dblock.SQLite: // one table per DROP; the trigger goes with its table
+			for _, tb := range []string{name, name + "_fence", name + "_version"} {
+				stmts = append(stmts, `DROP TABLE IF EXISTS "`+tb+`"`)
+			}
+		default:
 			stmts = []string{"DROP TABLE IF EXISTS `" + name + "`, `" + name + "_fence`, `" + name + "_version`"}
 		}
 		for _, s := range stmts {
@@ -135,6 +174,17 @@ func Each(t *testing.T, fn func(t *testing.T, d dblock.Dialect)) {
 	}
 }
 
+// Servers lists the dialects with a database server: features that need
+// one (row locks inside the caller's transaction, TCP faults) run on these.
+var Servers = []dblock.Dialect{dblock.Postgres, dblock.MySQL}
+
+// EachServer runs fn as a subtest for every server dialect.
+func EachServer(t *testing.T, fn func(t *testing.T, d dblock.Dialect)) {
+	for _, d := range Servers {
+		t.Run(string(d), func(t *testing.T) { fn(t, d) })
+	}
+}
+
 // Locker opens a pool on d, migrates a fresh table, and returns a Locker on
 // it; both are closed at cleanup.
 func Locker(t testing.TB, d dblock.Dialect, opts ...dblock.Option) (*dblock.Locker, *sql.DB, string) {
@@ -147,4 +197,61 @@ func Locker(t testing.TB, d dblock.Dialect, opts ...dblock.Option) (*dblock.Lock
 	}
 	t.Cleanup(func() { _ = l.Close() })
 	return l, db, table
+}
+
+// sqliteFiles hands out one SQLite file per top-level test, in a temporary
+// directory that exists while any pool on one of its files is open.
+var sqliteFiles struct {
+	mu   sync.Mutex
+	dir  string
+	refs map[string]int // file -> pools open on it
+}
+
+// SQLiteFile returns the path of the SQLite file that Open uses for t's
+// top-level test, for programs (the dblock command) pointed at it.
+func SQLiteFile(t testing.TB) string {
+	t.Helper()
+	return testFile(t)
+}
+
+// testFile returns the SQLite file of t's top-level test, so that all the
+// pools a test (and its subtests) opens see one database. The file is
+// removed when the last pool on it has been closed, at cleanup.
+func testFile(t testing.TB) string {
+	t.Helper()
+	f := &sqliteFiles
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.dir == "" {
+		dir, err := os.MkdirTemp("", "dblock-sqlite-")
+		if err != nil {
+			t.Fatalf("dbtest: %v", err)
+		}
+		f.dir, f.refs = dir, make(map[string]int)
+	}
+	top, _, _ := strings.Cut(t.Name(), "/")
+	path := filepath.Join(f.dir, strings.Map(func(r rune) rune {
+		if r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, top)+".db")
+	f.refs[path]++
+	// Registered before Open's db.Close, so it runs after it.
+	t.Cleanup(func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.refs[path]--; f.refs[path] > 0 {
+			return
+		}
+		delete(f.refs, path)
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			_ = os.Remove(path + suffix)
+		}
+		if len(f.refs) == 0 {
+			_ = os.RemoveAll(f.dir)
+			f.dir = ""
+		}
+	})
+	return path
 }

@@ -1,7 +1,7 @@
 // Command ping checks that the test databases answer at their DSNs
-// (DBLOCK_POSTGRES_DSN, DBLOCK_MYSQL_DSN or the defaults). It prints one line
-// per database and exits 1 if any is unreachable. Arguments pick databases:
-// "postgres", "mysql"; none means both.
+// (DBLOCK_POSTGRES_DSN, DBLOCK_MYSQL_DSN, DBLOCK_SQLITE_DSN or the defaults).
+// It prints one line per database and exits 1 if any is unreachable.
+// Arguments pick databases: "postgres", "mysql", "sqlite"; none means all.
 package main
 
 import (

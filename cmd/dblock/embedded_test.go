@@ -1,0 +1,38 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// With no --dsn and no DBLOCK_DSN, dblock uses (and migrates) an SQLite file
+// in the user's cache directory: run, ls and demo work with no server.
+func TestEmbeddedDefault(t *testing.T) {
+	cache := t.TempDir()
+	env := []string{"XDG_CACHE_HOME=" + cache, "HOME=" + cache}
+	var last int64
+	for i := range 2 {
+		r := cliEnv(t, env, "run", "--key", "nightly", "--", "sh", "-c", "echo $DBLOCK_TOKEN")
+		if r.code != 0 {
+			t.Fatalf("run #%d: status %d, stderr %q", i, r.code, r.stderr)
+		}
+		tok, err := strconv.ParseInt(strings.TrimSpace(r.stdout), 10, 64)
+		if err != nil || tok <= last {
+			t.Fatalf("run #%d: token %q after %d", i, r.stdout, last)
+		}
+		last = tok
+	}
+	if _, err := os.Stat(filepath.Join(cache, "dblock", "locks.db")); err != nil {
+		t.Fatalf("embedded database not where documented: %v", err)
+	}
+	if r := cliEnv(t, env, "ls"); r.code != 0 || !strings.HasPrefix(r.stdout, "KEY") {
+		t.Fatalf("ls: status %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r := cliEnv(t, env, "demo", "--workers", "3", "--keys", "2", "--duration", "1s")
+	if r.code != 0 || !strings.Contains(r.stdout+r.stderr, "violations") {
+		t.Fatalf("demo: status %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}

@@ -1,0 +1,80 @@
+package dblock
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+)
+
+var _ adminDialect = (*sqliteDialect)(nil)
+
+// liteInfoCols are the columns scanInfo reads, durations computed with the
+// database clock (fixed for the statement). The held-for column is NULL
+// (unknown): schema version 1 does not record when a key was taken.
+const liteInfoCols = `key_id, memo, depth, token, ` + liteNow + ` - acquired_time, update_time + lease_ms * 1000 - ` + liteNow
+
+// liteForceRetries bounds how often forceRelease reads the row again when
+// its holder changed it (re-entered, released) between the read and the
+// update.
+const liteForceRetries = 10
+
+func (s *sqliteDialect) adminReplacer() *strings.Replacer {
+	return strings.NewReplacer("{t}", s.quote(s.table), "{cols}", liteInfoCols, "{expired}", liteExpired, "{now}", liteNow)
+}
+
+func (s *sqliteDialect) list(ctx context.Context, q querier) ([]LockInfo, error) {
+	rows, err := q.QueryContext(ctx, s.adminReplacer().Replace(`SELECT {cols} FROM {t}
+WHERE depth > 0 AND NOT ({expired})
+ORDER BY key_id`))
+	if err != nil {
+		return nil, err
+	}
+	return scanInfos(rows)
+}
+
+// forceRelease reads the live row, then releases it in place only if it is
+// still the acquisition read: SQLite's RETURNING shows the row as updated,
+// not as it was, and q may be a pool, where no transaction spans two calls.
+func (s *sqliteDialect) forceRelease(ctx context.Context, q querier, key string) (LockInfo, bool, error) {
+	r := s.adminReplacer()
+	get := r.Replace(`SELECT {cols} FROM {t} WHERE key_id = ?1 AND depth > 0 AND NOT ({expired})`)
+	upd := r.Replace(`UPDATE {t} SET depth = 0, memo = '', lease_ms = 0, update_time = {now}
+WHERE key_id = ?1 AND memo = ?2 AND token = ?3 AND depth = ?4 AND NOT ({expired})`)
+	for range liteForceRetries {
+		info, err := scanInfo(q.QueryRowContext(ctx, get, key))
+		if err == sql.ErrNoRows {
+			return LockInfo{}, false, nil
+		}
+		if err != nil {
+			return LockInfo{}, false, err
+		}
+		res, err := q.ExecContext(ctx, upd, key, info.Owner, info.Token, info.Depth)
+		if err != nil {
+			return LockInfo{}, false, err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			return info, err == nil, err
+		}
+	}
+	return LockInfo{}, false, fmt.Errorf("dblock: %q changed %d times while being released; try again", key, liteForceRetries)
+}
+
+var _ lingerDialect = (*sqliteDialect)(nil)
+
+// linger shortens the lease of a depth-1 acquisition so that it ends atLeast
+// after the acquisition by the host clock SQLite reads; ok is false when that
+// moment has passed or the acquisition is no longer live.
+func (s *sqliteDialect) linger(ctx context.Context, q querier, key, owner string, token int64, atLeast time.Duration) (bool, error) {
+	res, err := q.ExecContext(ctx, s.adminReplacer().Replace(`UPDATE {t}
+SET lease_ms = ?4 - (update_time - acquired_time) / 1000
+WHERE key_id = ?1 AND memo = ?2 AND token = ?3 AND depth = 1 AND NOT ({expired})
+  AND acquired_time + ?4 * 1000 > {now}`),
+		key, owner, token, atLeast.Milliseconds())
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
