@@ -275,6 +275,7 @@ func (m *mysqlDialect) versionSQL() (string, string) {
 // MySQL server error numbers dblock reacts to.
 const (
 	erNoSuchTable     = 1146
+	erBadField        = 1054 // unknown column: the schema is older than the code
 	erLockWaitTimeout = 1205
 	erLockDeadlock    = 1213
 )
@@ -283,7 +284,7 @@ func (m *mysqlDialect) classify(err error) errClass {
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
 		switch me.Number {
-		case erNoSuchTable:
+		case erNoSuchTable, erBadField:
 			return errNoTable
 		case erLockDeadlock, erLockWaitTimeout:
 			return errRolledBack

@@ -220,7 +220,7 @@ func (p *postgres) versionSQL() (string, string) {
 
 func (p *postgres) classify(err error) errClass {
 	switch s := sqlState(err); {
-	case s == "42P01":
+	case s == "42P01" || s == "42703": // undefined table, or column: the schema is older than the code
 		return errNoTable
 	case s == "40001" || s == "40P01":
 		return errRolledBack

@@ -204,7 +204,7 @@ func (s *sqliteDialect) classify(err error) errClass {
 		case sqliteCantOpen:
 			return errConn
 		case sqliteError:
-			if strings.Contains(err.Error(), "no such table") {
+			if msg := err.Error(); strings.Contains(msg, "no such table") || strings.Contains(msg, "no such column") || strings.Contains(msg, "has no column named") {
 				return errNoTable
 			}
 		}

@@ -25,9 +25,9 @@ var (
 	// ErrUnknownDialect means the dialect could not be learned from the driver;
 	// pass WithDialect.
 	ErrUnknownDialect = errors.New("dblock: unknown dialect")
-	// ErrNoSchema means the lock table does not exist: run Migrate (or the
-	// dblock migrate command) first.
-	ErrNoSchema = errors.New("dblock: lock table missing; run Migrate")
+	// ErrNoSchema means the lock table does not exist, or lacks a column this
+	// dblock needs: run Migrate (or the dblock migrate command) first.
+	ErrNoSchema = errors.New("lock table missing or out of date; run Migrate")
 	// ErrSchemaTooNew means the database was migrated by a newer dblock than
 	// this one; Migrate refuses to touch it.
 	ErrSchemaTooNew = errors.New("dblock: database schema is newer than this dblock")

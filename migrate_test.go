@@ -221,3 +221,16 @@ func TestGooseFiles(t *testing.T) {
 		}
 	}
 }
+
+// A table at an older schema version (here: version 1, without
+// acquired_time) gets ErrNoSchema, which says to run Migrate, not a bare
+// "unknown column".
+func TestOldSchemaSaysMigrate(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		l, db, table := dbtest.Locker(t, d)
+		mustExec(t, db, "ALTER TABLE "+quote(d, table)+" DROP COLUMN acquired_time")
+		if _, err := l.TryLock(ctxT(t, 10*time.Second), "k"); !errors.Is(err, dblock.ErrNoSchema) {
+			t.Fatalf("TryLock on a version-1 table = %v, want ErrNoSchema", err)
+		}
+	})
+}
