@@ -131,3 +131,31 @@ func scanInfos(rows *sql.Rows) ([]LockInfo, error) {
 	}
 	return out, rows.Err()
 }
+
+// forceRetries bounds how often releaseIfUnchanged reads the row again when
+// its holder changed it (renewed, re-entered) between the read and the update.
+const forceRetries = 10
+
+// releaseIfUnchanged reads key's live row with get (scanInfo's columns),
+// then releases it with upd (arguments: key, owner, token, depth), which
+// matches only that acquisition, for dialects that cannot return the row as
+// it was before an UPDATE. ok is false when nothing live held key.
+func releaseIfUnchanged(ctx context.Context, q querier, key, get, upd string) (LockInfo, bool, error) {
+	for range forceRetries {
+		info, err := scanInfo(q.QueryRowContext(ctx, get, key))
+		if errors.Is(err, sql.ErrNoRows) {
+			return LockInfo{}, false, nil
+		}
+		if err != nil {
+			return LockInfo{}, false, err
+		}
+		res, err := q.ExecContext(ctx, upd, key, info.Owner, info.Token, info.Depth)
+		if err != nil {
+			return LockInfo{}, false, err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			return info, err == nil, err
+		}
+	}
+	return LockInfo{}, false, fmt.Errorf("dblock: %q changed %d times while being released; try again", key, forceRetries)
+}

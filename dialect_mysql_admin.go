@@ -2,8 +2,6 @@ package dblock
 
 import (
 	"context"
-	"database/sql"
-	"fmt"
 	"strings"
 	"time"
 )
@@ -31,34 +29,14 @@ ORDER BY key_id`))
 	return scanInfos(rows)
 }
 
-// forceRetries bounds how often forceRelease reads the row again when its
-// holder changed it (renewed, re-entered) between the read and the update.
-const forceRetries = 10
-
-// forceRelease reads the live row, then releases it in place only if it is
-// still the acquisition read (MySQL has no UPDATE ... RETURNING).
+// forceRelease releases the live row in place if it is still the
+// acquisition read (MySQL has no UPDATE ... RETURNING).
 func (m *mysqlDialect) forceRelease(ctx context.Context, q querier, key string) (LockInfo, bool, error) {
 	r := m.adminReplacer()
-	get := r.Replace(`SELECT {cols} FROM {t} WHERE key_id = ? AND depth > 0 AND NOT ({expired})`)
-	upd := r.Replace(`UPDATE {t} SET memo = '', lease_ms = 0, update_time = UTC_TIMESTAMP(6), depth = 0
-WHERE key_id = ? AND memo = ? AND token = ? AND depth = ? AND NOT ({expired})`)
-	for range forceRetries {
-		info, err := scanInfo(q.QueryRowContext(ctx, get, key))
-		if err == sql.ErrNoRows {
-			return LockInfo{}, false, nil
-		}
-		if err != nil {
-			return LockInfo{}, false, err
-		}
-		res, err := q.ExecContext(ctx, upd, key, info.Owner, info.Token, info.Depth)
-		if err != nil {
-			return LockInfo{}, false, err
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 1 {
-			return info, err == nil, err
-		}
-	}
-	return LockInfo{}, false, fmt.Errorf("dblock: %q changed %d times while being released; try again", key, forceRetries)
+	return releaseIfUnchanged(ctx, q, key,
+		r.Replace(`SELECT {cols} FROM {t} WHERE key_id = ? AND depth > 0 AND NOT ({expired})`),
+		r.Replace(`UPDATE {t} SET memo = '', lease_ms = 0, update_time = UTC_TIMESTAMP(6), depth = 0
+WHERE key_id = ? AND memo = ? AND token = ? AND depth = ? AND NOT ({expired})`))
 }
 
 // linger shortens the lease of a depth-1 acquisition so that it ends atLeast

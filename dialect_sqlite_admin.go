@@ -2,8 +2,6 @@ package dblock
 
 import (
 	"context"
-	"database/sql"
-	"fmt"
 	"strings"
 	"time"
 )
@@ -14,11 +12,6 @@ var _ adminDialect = (*sqliteDialect)(nil)
 // database clock (fixed for the statement). The held-for column is NULL
 // (unknown): schema version 1 does not record when a key was taken.
 const liteInfoCols = `key_id, memo, depth, token, ` + liteNow + ` - acquired_time, update_time + lease_ms * 1000 - ` + liteNow
-
-// liteForceRetries bounds how often forceRelease reads the row again when
-// its holder changed it (re-entered, released) between the read and the
-// update.
-const liteForceRetries = 10
 
 func (s *sqliteDialect) adminReplacer() *strings.Replacer {
 	return strings.NewReplacer("{t}", s.quote(s.table), "{cols}", liteInfoCols, "{expired}", liteExpired, "{now}", liteNow)
@@ -34,31 +27,15 @@ ORDER BY key_id`))
 	return scanInfos(rows)
 }
 
-// forceRelease reads the live row, then releases it in place only if it is
-// still the acquisition read: SQLite's RETURNING shows the row as updated,
-// not as it was, and q may be a pool, where no transaction spans two calls.
+// forceRelease releases the live row in place if it is still the
+// acquisition read: SQLite's RETURNING shows the row as updated, not as it
+// was, and q may be a pool, where no transaction spans two calls.
 func (s *sqliteDialect) forceRelease(ctx context.Context, q querier, key string) (LockInfo, bool, error) {
 	r := s.adminReplacer()
-	get := r.Replace(`SELECT {cols} FROM {t} WHERE key_id = ?1 AND depth > 0 AND NOT ({expired})`)
-	upd := r.Replace(`UPDATE {t} SET depth = 0, memo = '', lease_ms = 0, update_time = {now}
-WHERE key_id = ?1 AND memo = ?2 AND token = ?3 AND depth = ?4 AND NOT ({expired})`)
-	for range liteForceRetries {
-		info, err := scanInfo(q.QueryRowContext(ctx, get, key))
-		if err == sql.ErrNoRows {
-			return LockInfo{}, false, nil
-		}
-		if err != nil {
-			return LockInfo{}, false, err
-		}
-		res, err := q.ExecContext(ctx, upd, key, info.Owner, info.Token, info.Depth)
-		if err != nil {
-			return LockInfo{}, false, err
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 1 {
-			return info, err == nil, err
-		}
-	}
-	return LockInfo{}, false, fmt.Errorf("dblock: %q changed %d times while being released; try again", key, liteForceRetries)
+	return releaseIfUnchanged(ctx, q, key,
+		r.Replace(`SELECT {cols} FROM {t} WHERE key_id = ?1 AND depth > 0 AND NOT ({expired})`),
+		r.Replace(`UPDATE {t} SET depth = 0, memo = '', lease_ms = 0, update_time = {now}
+WHERE key_id = ?1 AND memo = ?2 AND token = ?3 AND depth = ?4 AND NOT ({expired})`))
 }
 
 var _ lingerDialect = (*sqliteDialect)(nil)
