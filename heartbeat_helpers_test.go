@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"log/slog"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/dblockhq/dblock"
 	"github.com/dblockhq/dblock/internal/dbtest"
 	"github.com/dblockhq/dblock/internal/faultproxy"
-	"github.com/go-sql-driver/mysql"
 )
 
 // logRecorder is a slog.Handler that hands every record to a buffered
@@ -48,31 +46,8 @@ func lockerOn(t testing.TB, db *sql.DB, table string, opts ...dblock.Option) *db
 // fault proxy, and the proxy. Both are closed at cleanup.
 func proxied(t testing.TB, d dblock.Dialect) (*sql.DB, *faultproxy.Proxy) {
 	t.Helper()
-	dsn := dbtest.DSN(d)
-	var target string
-	var rewrite func(addr string) string
-	switch d {
-	case dblock.Postgres:
-		u, err := url.Parse(dsn)
-		if err != nil {
-			t.Fatalf("postgres DSN must be a URL here: %v", err)
-		}
-		target = u.Host
-		rewrite = func(addr string) string { u.Host = addr; return u.String() }
-	case dblock.MySQL:
-		cfg, err := mysql.ParseDSN(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		target = cfg.Addr
-		rewrite = func(addr string) string { cfg.Addr = addr; return cfg.FormatDSN() }
-	}
-	p, err := faultproxy.New(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	db, err := sql.Open(dbtest.DriverName(d), rewrite(p.Addr()))
+	p, dsn := dbtest.Proxy(t, d)
+	db, err := sql.Open(dbtest.DriverName(d), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,125 @@
+package faultsuite
+
+import (
+	"context"
+	"database/sql"
+	"slices"
+	"time"
+)
+
+// interval is one recorded hold, in database time.
+type interval struct {
+	key    string
+	tok    int64
+	worker string
+	start  time.Time
+	end    sql.NullTime
+}
+
+// check reads the recorded holds and asserts the suite's properties, after
+// printing the counts.
+func (r *run) check() {
+	t := r.t
+	ivs, guards := r.read()
+	byKey := map[string][]interval{}
+	for _, iv := range ivs {
+		if r.verified[ivKey{iv.key, iv.tok}] {
+			if !iv.end.Valid {
+				t.Errorf("%s token %d by %s reported a live hold but has no end", iv.key, iv.tok, iv.worker)
+				continue
+			}
+			byKey[iv.key] = append(byKey[iv.key], iv)
+		}
+	}
+	overlaps, disorder := 0, 0
+	for key, list := range byKey {
+		slices.SortFunc(list, func(a, b interval) int { return a.start.Compare(b.start) })
+		var last interval // the interval ending last so far
+		for i, iv := range list {
+			if i > 0 && iv.start.Before(last.end.Time) {
+				overlaps++
+				t.Errorf("overlap on %s: token %d (%s) held %v..%v, token %d (%s) from %v",
+					key, last.tok, last.worker, last.start, last.end.Time, iv.tok, iv.worker, iv.start)
+			}
+			if i > 0 && iv.tok <= list[i-1].tok {
+				disorder++
+				t.Errorf("token order on %s: token %d (%s) started at %v, after token %d", key, iv.tok, iv.worker, iv.start, list[i-1].tok)
+			}
+			if i == 0 || iv.end.Time.After(last.end.Time) {
+				last = iv
+			}
+		}
+	}
+	// The guard only ever raises a token; every recorded hold passed it.
+	for _, iv := range ivs {
+		if iv.tok > guards[iv.key] {
+			t.Errorf("%s: token %d recorded above the guard's %d", iv.key, iv.tok, guards[iv.key])
+		}
+	}
+
+	slices.Sort(r.takeovers)
+	var p50, worst time.Duration
+	if n := len(r.takeovers); n > 0 {
+		p50, worst = r.takeovers[n/2], r.takeovers[n-1]
+	}
+	t.Logf("%s: %d acquisitions in %v (%d processes x %d holders, %d keys); faults: sigkill=%d cut=%d stall=%d terminate=%d (%d sessions ended); "+
+		"holds: live=%d lost=%d failed-writes=%d; overlaps=%d stale-tokens-rejected=%d rejected-while-held=%d token-order=%d; "+
+		"takeovers after sigkill=%d p50=%v max=%v (bound %v)",
+		r.d, r.counts["acq"], time.Since(r.start).Round(time.Millisecond), r.sz.procs, r.sz.holders, r.sz.keys,
+		r.faults["sigkill"], r.faults["cut"], r.faults["stall"], r.faults["terminate"], r.terminated,
+		r.counts["ok"], r.counts["lost"], r.counts["fail"], overlaps, r.counts["rej"], r.counts["rejlive"], disorder,
+		len(r.takeovers), p50.Round(time.Millisecond), worst.Round(time.Millisecond), takeoverBound)
+	for _, s := range r.samples {
+		t.Logf("failed write (expected under faults): %s", s)
+	}
+
+	for _, s := range r.problems {
+		t.Error(s)
+	}
+	for key, k := range r.pending {
+		t.Errorf("the key %s of a holder killed %v before the end was never taken again", key, time.Since(k.at).Round(time.Millisecond))
+	}
+	if r.counts["ok"] == 0 || r.faults["sigkill"] == 0 || len(r.takeovers) == 0 {
+		t.Errorf("the run proved little: %d live holds, %d kills, %d takeovers", r.counts["ok"], r.faults["sigkill"], len(r.takeovers))
+	}
+}
+
+// read returns every recorded interval and each key's last accepted token.
+func (r *run) read() ([]interval, map[string]int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rows, err := r.db.QueryContext(ctx, r.q.intervals)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer rows.Close()
+	var ivs []interval
+	for rows.Next() {
+		var iv interval
+		if err := rows.Scan(&iv.key, &iv.tok, &iv.worker, &iv.start, &iv.end); err != nil {
+			r.t.Fatal(err)
+		}
+		ivs = append(ivs, iv)
+	}
+	if err := rows.Err(); err != nil {
+		r.t.Fatal(err)
+	}
+	guards := map[string]int64{}
+	grows, err := r.db.QueryContext(ctx, r.q.guards)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer grows.Close()
+	for grows.Next() {
+		var k string
+		var tok int64
+		if err := grows.Scan(&k, &tok); err != nil {
+			r.t.Fatal(err)
+		}
+		guards[k] = tok
+	}
+	if err := grows.Err(); err != nil {
+		r.t.Fatal(err)
+	}
+	return ivs, guards
+}

@@ -1,0 +1,80 @@
+package faultsuite
+
+import (
+	"encoding/json"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/dblockhq/dblock"
+)
+
+// Environment variables.
+const (
+	longEnv   = "DBLOCK_FAULT_LONG"   // "1": the long local run
+	seedEnv   = "DBLOCK_FAULT_SEED"   // replays the fault schedule of a logged seed
+	workerEnv = "DBLOCK_FAULT_WORKER" // JSON workerSpec: turns TestWorkerProcess into a worker
+)
+
+// size is how big a run is.
+type size struct {
+	procs        int           // worker processes
+	holders      int           // holder goroutines per process
+	keys         int           // shared keys
+	acquisitions int           // per database: the run ends once this many were reported
+	limit        time.Duration // per database: the run fails if it has not ended by then
+	faultEvery   time.Duration // mean time between faults
+}
+
+func runSize() size {
+	if os.Getenv(longEnv) == "1" {
+		return size{procs: 6, holders: 4, keys: 6, acquisitions: 60_000, limit: 20 * time.Minute, faultEvery: 300 * time.Millisecond}
+	}
+	return size{procs: 4, holders: 4, keys: 4, acquisitions: 10_000, limit: 6 * time.Minute, faultEvery: 800 * time.Millisecond}
+}
+
+// Lease settings of every worker: short, so a killed holder's key comes back
+// quickly and faults outlast leases.
+const (
+	ttl       = time.Second
+	heartbeat = 250 * time.Millisecond
+	// takeoverSlack is what a takeover may take beyond TTL + heartbeat:
+	// scheduling on a loaded machine and the waiters' polling interval.
+	takeoverSlack = time.Second
+)
+
+// seed returns the run's seed: DBLOCK_FAULT_SEED, or one from the clock.
+func seed() (int64, error) {
+	if s := os.Getenv(seedEnv); s != "" {
+		return strconv.ParseInt(s, 10, 64)
+	}
+	return time.Now().UnixNano(), nil
+}
+
+// workerSpec tells a worker process what to do; it travels as JSON in
+// workerEnv.
+type workerSpec struct {
+	Name      string         // unique per process: "w<slot>g<generation>"
+	Dialect   dblock.Dialect // which database
+	Table     string         // lock table
+	Guard     string         // guard table: key -> last accepted token
+	Intervals string         // hold intervals
+	Keys      []string
+	Holders   int
+	Seed      int64
+	MaxRun    time.Duration // the worker gives up after this even if its parent lives
+}
+
+func (s workerSpec) encode() string {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(err) // plain data: cannot fail
+	}
+	return string(b)
+}
+
+func decodeSpec(raw string) (workerSpec, error) {
+	var s workerSpec
+	err := json.Unmarshal([]byte(raw), &s)
+	return s, err
+}

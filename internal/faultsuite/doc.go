@@ -1,0 +1,31 @@
+// Package faultsuite holds dblock's fault-injection test, and nothing else
+// (its code is all in _test files).
+//
+// TestFaults runs, on each database, several worker processes (the test
+// binary re-executed) whose holders take a few shared keys over and over.
+// Inside its critical section a holder looks at Done before every write and
+// makes three writes, each fenced by its token: it raises the key's token in
+// a guard table (refused if a higher one is there), then records the start
+// and the end of its hold in database time (refused unless its token is
+// still the guard's). Meanwhile the parent injects faults at random: SIGKILL
+// of a worker holding a key (restarted with new identities), connections
+// cut or stalled through each worker's fault proxy, and
+// pg_terminate_backend / KILL of a worker's sessions.
+//
+// A hold is live when the lock's Err was still nil after its end was
+// written: its whole interval then lay within the lease. The suite fails if
+// two live holds of a key overlap in database time, if a fenced write was
+// refused while its holder still held the lock (another holder got in), if
+// live holds' tokens do not rise in the order they started, or if the key
+// of a killed holder is not taken again (a new token in the lock row) within
+// TTL + one heartbeat + one second of slack. Refused writes of holders that
+// had lost their lock (a write stalled in flight) are expected: they are
+// counted as stale tokens rejected.
+//
+// By default (CI) the run is sized to finish in a minute or two per
+// database. DBLOCK_FAULT_LONG=1 runs a longer, larger suite for local use;
+// DBLOCK_FAULT_SEED replays a run's fault schedule (the seed is logged).
+//
+//	go test -race -count=1 -v -run TestFaults ./internal/faultsuite/
+//	DBLOCK_FAULT_LONG=1 go test -race -count=1 -v -timeout 60m -run TestFaults ./internal/faultsuite/
+package faultsuite

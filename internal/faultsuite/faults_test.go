@@ -1,0 +1,271 @@
+package faultsuite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dbtest"
+)
+
+// TestFaults is the fault-injection suite (see the package comment).
+func TestFaults(t *testing.T) {
+	sz := runSize()
+	base, err := seed()
+	if err != nil {
+		t.Fatalf("%s: %v", seedEnv, err)
+	}
+	t.Logf("seed %d (replay the fault schedule with %s=%d); %d processes x %d holders on %d keys, %d acquisitions per database",
+		base, seedEnv, base, sz.procs, sz.holders, sz.keys, sz.acquisitions)
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
+		r := newRun(t, d, sz, base)
+		defer r.shutdown()
+		r.loop()
+		r.settle()
+		r.shutdown()
+		r.check()
+	})
+}
+
+// holding is a key's current holder as the workers reported it.
+type holding struct {
+	p   *proc
+	tok int64
+}
+
+// ivKey names one acquisition.
+type ivKey struct {
+	key string
+	tok int64
+}
+
+// run is one database's suite. Everything but the reader goroutines in
+// startProc runs on the test's goroutine.
+type run struct {
+	t      *testing.T
+	d      dblock.Dialect
+	db     *sql.DB
+	q      suiteSQL
+	sz     size
+	spec   workerSpec // template: Name and Seed are set per process
+	base   int64      // the run's seed
+	rng    *rand.Rand
+	start  time.Time
+	events chan event
+
+	procs    []*proc // by slot: the current generation
+	running  int     // processes not yet exited
+	stopping bool
+
+	counts     map[string]int // acq, ok, rej, rejlive, lost, fail
+	faults     map[string]int // sigkill, cut, stall, terminate
+	terminated int            // sessions actually ended by terminate faults
+	holder     map[string]holding
+	pending    map[string]*killedHold // by key
+	takeovers  []time.Duration
+	verified   map[ivKey]bool
+	samples    []string // a few failed writes, for the log
+	problems   []string // unexpected process exits
+}
+
+func newRun(t *testing.T, d dblock.Dialect, sz size, base int64) *run {
+	var params []string
+	if d == dblock.MySQL {
+		params = []string{"parseTime=true"}
+	}
+	db := dbtest.Open(t, d, params...)
+	table := dbtest.Table(t, db, d)
+	spec := workerSpec{Dialect: d, Table: table, Guard: table + "_guard", Intervals: table + "_iv",
+		Holders: sz.holders, MaxRun: sz.limit + time.Minute}
+	for i := range sz.keys {
+		spec.Keys = append(spec.Keys, "k"+strconv.Itoa(i))
+	}
+	q := sqlFor(d, spec.Table, spec.Guard, spec.Intervals)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	t.Cleanup(func() {
+		for _, s := range q.drop {
+			if _, err := db.ExecContext(context.Background(), s); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
+		}
+	})
+	for _, s := range q.create {
+		if _, err := db.ExecContext(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	for _, k := range spec.Keys {
+		if _, err := db.ExecContext(ctx, q.seedGuard, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &run{
+		t: t, d: d, db: db, q: q, sz: sz, spec: spec, base: base,
+		rng:    rand.New(rand.NewPCG(uint64(base), uint64(len(d)))),
+		start:  time.Now(),
+		events: make(chan event, 1024),
+		procs:  make([]*proc, sz.procs),
+		counts: map[string]int{}, faults: map[string]int{},
+		holder: map[string]holding{}, pending: map[string]*killedHold{}, verified: map[ivKey]bool{},
+	}
+	for slot := range sz.procs {
+		r.launch(slot, 0)
+	}
+	return r
+}
+
+// launch starts generation gen of the worker in slot.
+func (r *run) launch(slot, gen int) {
+	spec := r.spec
+	spec.Name = fmt.Sprintf("w%dg%d", slot, gen)
+	spec.Seed = r.base + int64(slot)<<32 + int64(gen)
+	p, err := startProc(slot, gen, spec, r.events)
+	if err != nil {
+		r.t.Fatalf("start %s: %v", spec.Name, err)
+	}
+	r.procs[slot] = p
+	r.running++
+}
+
+// loop runs the workers and injects faults until enough acquisitions were
+// reported or the run's time limit passes.
+func (r *run) loop() {
+	limit := time.NewTimer(r.sz.limit)
+	defer limit.Stop()
+	fault := time.NewTimer(r.nextFault())
+	defer fault.Stop()
+	poll := time.NewTicker(pollEvery)
+	defer poll.Stop()
+	for r.counts["acq"] < r.sz.acquisitions {
+		select {
+		case <-poll.C:
+			r.pollTakeovers()
+		case ev := <-r.events:
+			r.handle(ev)
+		case <-fault.C:
+			r.inject()
+			fault.Reset(r.nextFault())
+		case <-limit.C:
+			r.t.Errorf("only %d of %d acquisitions within %v", r.counts["acq"], r.sz.acquisitions, r.sz.limit)
+			return
+		}
+	}
+}
+
+// nextFault draws the time to the next fault: uniform in [0.5, 1.5] x mean.
+func (r *run) nextFault() time.Duration {
+	m := r.sz.faultEvery
+	return m/2 + time.Duration(r.rng.Int64N(int64(m)))
+}
+
+// takeoverBound is how long a killed holder's key may stay unavailable.
+const takeoverBound = ttl + heartbeat + takeoverSlack
+
+// settle lets the keys of the last killed holders be taken over, without
+// new faults, for at most the takeover bound.
+func (r *run) settle() {
+	done := time.NewTimer(takeoverBound + 100*time.Millisecond)
+	defer done.Stop()
+	poll := time.NewTicker(pollEvery)
+	defer poll.Stop()
+	for len(r.pending) > 0 {
+		select {
+		case <-poll.C:
+			r.pollTakeovers()
+		case ev := <-r.events:
+			r.handle(ev)
+		case <-done.C:
+			return
+		}
+	}
+}
+
+// shutdown closes every worker's stdin, which ends it, and waits for them
+// all; those still running after a while are killed. It is idempotent.
+func (r *run) shutdown() {
+	if !r.stopping {
+		r.stopping = true
+		for _, p := range r.procs {
+			if p != nil && !p.exited {
+				p.stdin.Close()
+			}
+		}
+	}
+	grace := time.NewTimer(30 * time.Second)
+	defer grace.Stop()
+	for r.running > 0 {
+		select {
+		case ev := <-r.events:
+			r.handle(ev)
+		case <-grace.C:
+			r.t.Errorf("%d workers did not stop within 30s of their stdin closing: killed", r.running)
+			for _, p := range r.procs {
+				if p != nil && !p.exited {
+					p.killed = true
+					_ = p.cmd.Process.Kill()
+				}
+			}
+		}
+	}
+}
+
+// handle takes one worker event.
+func (r *run) handle(ev event) {
+	p := ev.p
+	if ev.exit {
+		p.exited = true
+		r.running--
+		if !p.killed && ev.err != nil {
+			r.problems = append(r.problems, fmt.Sprintf("%s exited: %v; stderr:\n%s", p.name, ev.err, p.stderr))
+		}
+		if !r.stopping && r.procs[p.slot] == p {
+			r.launch(p.slot, p.gen+1)
+		}
+		return
+	}
+	f := strings.Fields(ev.line)
+	if len(f) == 2 && f[0] == "sess" {
+		if id, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+			p.addSession(id)
+		}
+		return
+	}
+	if len(f) < 3 {
+		return // the testing package's own output
+	}
+	key := f[1]
+	tok, err := strconv.ParseInt(f[2], 10, 64)
+	if err != nil {
+		return
+	}
+	switch f[0] {
+	case "acq":
+		r.counts["acq"]++
+		r.holder[key] = holding{p, tok}
+		r.taken(key, ev.at)
+	case "rel":
+		if h := r.holder[key]; h.p == p && h.tok == tok {
+			delete(r.holder, key)
+		}
+	case "ok":
+		r.counts["ok"]++
+		r.verified[ivKey{key, tok}] = true
+	case "rej", "lost":
+		r.counts[f[0]]++
+	case "rejlive":
+		r.counts["rejlive"]++
+		r.problems = append(r.problems, fmt.Sprintf("%s: guard refused token %d of %q while the lock was held", p.name, tok, key))
+	case "fail":
+		r.counts["fail"]++
+		if len(r.samples) < 5 {
+			r.samples = append(r.samples, p.name+": "+ev.line)
+		}
+	}
+}

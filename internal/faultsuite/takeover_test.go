@@ -1,0 +1,60 @@
+package faultsuite
+
+import (
+	"context"
+	"time"
+)
+
+// killedHold is the hold of a SIGKILLed worker whose key was not yet taken
+// again.
+type killedHold struct {
+	at     time.Time // when the parent sent SIGKILL
+	tok    int64     // the dead holder's token
+	freeAt time.Time // when the lock table first showed the key free (zero: not yet)
+}
+
+// pollEvery is how often the parent looks at the lock rows of killed holds.
+const pollEvery = 20 * time.Millisecond
+
+// pollTakeovers reads the lock row of every killed hold: the key is taken
+// again once the row carries another token. This sees a takeover even when
+// the new holder's report is late (its own proxy stalled the reply) or
+// never comes (its session was ended right after the statement committed).
+func (r *run) pollTakeovers() {
+	for key, k := range r.pending {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		var tok int64
+		var free bool
+		err := r.db.QueryRowContext(ctx, r.q.lockRow, key).Scan(&tok, &free)
+		cancel()
+		if err != nil {
+			continue // gone (never here: nothing reaps) or a transient error
+		}
+		now := time.Now()
+		if free && k.freeAt.IsZero() {
+			k.freeAt = now
+		}
+		if tok != k.tok {
+			r.taken(key, now)
+		}
+	}
+}
+
+// taken ends the wait for a killed hold's key, taken again by at.
+func (r *run) taken(key string, at time.Time) {
+	k, ok := r.pending[key]
+	if !ok {
+		return
+	}
+	delete(r.pending, key)
+	d := at.Sub(k.at)
+	r.takeovers = append(r.takeovers, d)
+	if d > takeoverBound {
+		free := "never seen free"
+		if !k.freeAt.IsZero() {
+			free = "seen free after " + k.freeAt.Sub(k.at).String()
+		}
+		r.t.Errorf("%s: the key of a holder killed with token %d was taken again only after %v (%s); bound TTL %v + heartbeat %v + slack %v",
+			key, k.tok, d, free, ttl, heartbeat, takeoverSlack)
+	}
+}

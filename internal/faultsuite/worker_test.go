@@ -1,0 +1,210 @@
+package faultsuite
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dbtest"
+	"github.com/dblockhq/dblock/internal/faultproxy"
+)
+
+// writeTimeout bounds one statement of a critical section. It is longer
+// than any stall, so a stalled write lands late rather than never: that is
+// what the guard table is for.
+const writeTimeout = 5 * time.Second
+
+// TestWorkerProcess is a worker when workerEnv is set (see TestFaults), and
+// does nothing otherwise. It reports on stdout, one line per event:
+//
+//	sess <id>          a new database session
+//	acq <key> <tok>    a holder took key
+//	ok <key> <tok>     its hold interval was recorded while it held key
+//	rej <key> <tok>    the guard refused a write (the lock was lost by then)
+//	rejlive <key> <tok> the guard refused a write while it still held key
+//	lost <key> <tok>   it saw Done and stopped writing
+//	fail <key> <tok> <err>  a write failed (connection cut or killed)
+//	rel <key> <tok>    it called Unlock
+//
+// It takes "cut" and "stall <ms>" lines on stdin, and stops when stdin ends.
+func TestWorkerProcess(t *testing.T) {
+	raw := os.Getenv(workerEnv)
+	if raw == "" {
+		return // an ordinary run
+	}
+	spec, err := decodeSpec(raw)
+	if err != nil {
+		t.Fatalf("%s: %v", workerEnv, err)
+	}
+	out := &reporter{w: os.Stdout}
+	proxy, dsn := dbtest.Proxy(t, spec.Dialect)
+	if spec.Dialect == dblock.Postgres {
+		dsn = dbtest.WithParam(dsn, "application_name="+appName(spec.Name))
+	}
+	q := sqlFor(spec.Dialect, spec.Table, spec.Guard, spec.Intervals)
+	db, err := openRecording(dbtest.DriverName(spec.Dialect), dsn, q.sessionID, func(id int64) { out.say("sess %d", id) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxIdleConns(spec.Holders + 2)
+	l, err := dblock.New(db, dblock.WithTable(spec.Table), dblock.WithDialect(spec.Dialect),
+		dblock.WithTTL(ttl), dblock.WithHeartbeat(heartbeat), dblock.WithRetry(2*time.Millisecond, 50*time.Millisecond),
+		dblock.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), spec.MaxRun)
+	defer cancel()
+	go obey(os.Stdin, proxy, cancel)
+
+	w := &worker{spec: spec, db: db, l: l, q: q, out: out}
+	var wg sync.WaitGroup
+	for i := range spec.Holders {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(spec.Seed), uint64(i)))
+			for ctx.Err() == nil {
+				w.holdOnce(ctx, rng)
+			}
+		})
+	}
+	wg.Wait()
+	if err := l.Close(); err != nil {
+		t.Logf("Close: %v", err)
+	}
+}
+
+// obey applies the parent's commands to the proxy until stdin ends (the
+// parent closed it, or died), then calls stop.
+func obey(r io.Reader, p *faultproxy.Proxy, stop func()) {
+	defer stop()
+	var mu sync.Mutex
+	stallGen := 0
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) == 1 && f[0] == "cut":
+			p.Cut()
+		case len(f) == 2 && f[0] == "stall":
+			d, err := time.ParseDuration(f[1] + "ms")
+			if err != nil {
+				continue
+			}
+			mu.Lock()
+			stallGen++
+			gen := stallGen
+			mu.Unlock()
+			p.SetMode(faultproxy.Stall)
+			time.AfterFunc(d, func() {
+				mu.Lock()
+				defer mu.Unlock()
+				if gen == stallGen { // not overtaken by a later stall
+					p.SetMode(faultproxy.Forward)
+				}
+			})
+		}
+	}
+}
+
+// reporter writes event lines; each is one write, so lines never mix.
+type reporter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (r *reporter) say(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fmt.Fprintf(r.w, format+"\n", args...)
+}
+
+type worker struct {
+	spec workerSpec
+	db   *sql.DB
+	l    *dblock.Locker
+	q    suiteSQL
+	out  *reporter
+}
+
+// holdOnce takes a random key (waiting at most a few leases), runs the
+// critical section and unlocks.
+func (w *worker) holdOnce(ctx context.Context, rng *rand.Rand) {
+	key := w.spec.Keys[rng.IntN(len(w.spec.Keys))]
+	lctx, cancel := context.WithTimeout(ctx, 3*ttl)
+	lk, err := w.l.Lock(lctx, key)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+			// The database is unreachable through a cut or stalled proxy:
+			// pace the next attempt.
+			time.Sleep(time.Duration(10+rng.IntN(40)) * time.Millisecond)
+		}
+		return
+	}
+	tok := lk.Token()
+	w.out.say("acq %s %d", key, tok)
+	outcome, err := w.critical(lk)
+	if err != nil {
+		w.out.say("%s %s %d %s", outcome, key, tok, strings.Join(strings.Fields(err.Error()), " "))
+	} else {
+		w.out.say("%s %s %d", outcome, key, tok)
+	}
+	_ = lk.Unlock(context.Background()) // an error only says the lock was lost, which outcome tells
+	w.out.say("rel %s %d", key, tok)
+}
+
+// critical is the critical section: raise the guard's token, then record
+// the hold interval's start and end in database time, each write fenced by
+// the token and preceded by a look at Done. The interval counts as a live
+// hold ("ok") only if the lock was still held after its end was written.
+// The writes do not use a context tied to the lock: a write in flight when
+// the lock is lost goes on, as it would in a careless client, and the fence
+// must refuse it.
+func (w *worker) critical(lk *dblock.Lock) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	key, tok := lk.Key(), lk.Token()
+	writes := []struct {
+		query string
+		args  []any
+	}{
+		{w.q.guard, []any{tok, key, tok}},
+		{w.q.start, []any{key, tok, w.spec.Name, key, tok}},
+		{w.q.end, []any{key, tok, key, tok}},
+	}
+	for _, wr := range writes {
+		if lk.Err() != nil {
+			return "lost", nil
+		}
+		res, err := w.db.ExecContext(ctx, wr.query, wr.args...)
+		if err != nil {
+			return "fail", err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return "fail", err
+		}
+		if n == 0 {
+			if lk.Err() == nil {
+				return "rejlive", nil
+			}
+			return "rej", nil
+		}
+	}
+	if lk.Err() != nil {
+		return "lost", nil // the end may have landed after the lease: not a live hold
+	}
+	return "ok", nil
+}
