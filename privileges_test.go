@@ -105,7 +105,7 @@ func TestLeastPrivilege(t *testing.T) {
 		// Lock, and keep it past two leases: only renewals can.
 		held := mustLock(t)(a.TryLock(ctx, "k"))
 		first, _ := readRow(t, admin, d, table, "k")
-		waitFor(t, "two renewals", func() bool {
+		waitUntil(t, "two renewals", func() bool {
 			r, _ := readRow(t, admin, d, table, "k")
 			return r.update > first.update+int64(600*time.Millisecond/time.Microsecond)
 		})
@@ -125,9 +125,9 @@ func TestLeastPrivilege(t *testing.T) {
 			defer wg.Done()
 			got, werr = b.Lock(ctx, "k")
 		}()
-		waitFor(t, "the waiter to queue", func() bool { return dblock.QueueLen(b, "k") == 1 })
+		waitUntil(t, "the waiter to queue", func() bool { return dblock.QueueLen(b, "k") == 1 })
 		if d == dblock.Postgres {
-			waitFor(t, "LISTEN", func() bool { return dblock.Notifying(b) })
+			waitUntil(t, "LISTEN", func() bool { return dblock.Notifying(b) })
 		}
 		if err := held.Unlock(ctx); err != nil {
 			t.Fatalf("Unlock: %v", err)
@@ -206,16 +206,4 @@ func permissionDenied(err error) bool {
 		return my.Number == 1142
 	}
 	return strings.Contains(err.Error(), "SQLSTATE 42501")
-}
-
-// waitFor polls cond until it holds, for at most 10s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
