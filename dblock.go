@@ -29,7 +29,8 @@ type Locker struct {
 	held     map[*Lock]struct{}
 	heldKeys map[string]int // keys of held, with their count
 	closed   bool
-	kick     chan struct{} // wakes the heartbeat loop after a new lock
+	kick     chan struct{} // wakes the heartbeat loop for a lock due before wakeAt
+	wakeAt   time.Time     // when the heartbeat loop next wakes (zero: idle); under mu
 	closing  chan struct{} // closed by Close
 	ctx      context.Context
 	cancel   context.CancelFunc

@@ -44,10 +44,20 @@ func (l *Locker) register(lk *Lock) bool {
 	}
 	l.held[lk] = struct{}{}
 	l.heldKeys[lk.key]++
+	// Wake the loop only if this lock is due before the loop's next wake-up:
+	// a new lock is nearly always due later, and a kick costs a pass over
+	// every held lock.
+	due := lk.nextBeat
+	if lk.deadline.Before(due) {
+		due = lk.deadline
+	}
+	kick := l.wakeAt.IsZero() || due.Before(l.wakeAt)
 	l.mu.Unlock()
-	select {
-	case l.kick <- struct{}{}:
-	default:
+	if kick {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
 	}
 	return true
 }
@@ -116,6 +126,7 @@ func (l *Locker) nextWake() (time.Time, bool) {
 			wake = t
 		}
 	}
+	l.wakeAt = wake
 	return wake, !wake.IsZero()
 }
 

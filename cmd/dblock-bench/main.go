@@ -50,6 +50,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.StringVar(&cfg.jsonPath, "json", "bench/results/latest.json", "JSON output file")
 	fs.StringVar(&cfg.svgPath, "svg", "bench/results/contended.svg", "SVG chart output file")
 	fs.StringVar(&cfg.mdPath, "md", "", "markdown table output file (none if empty)")
+	fs.IntVar(&cfg.rounds, "rounds", 3, "a case and its baseline alternate in this many slices of -duration/rounds")
 	only := fs.String("cases", "", "comma-separated cases to run, each with its baseline (default: all)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -89,6 +90,8 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		return cfg, usage(fs, "-critical must not be negative")
 	case cfg.held < 10:
 		return cfg, usage(fs, "-held must be at least 10")
+	case cfg.rounds < 1:
+		return cfg, usage(fs, "-rounds must be at least 1")
 	case cfg.intervals < 1:
 		return cfg, usage(fs, "-intervals must be at least 1")
 	case fs.NArg() > 0:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/dblockhq/dblock"
@@ -23,6 +24,7 @@ type config struct {
 	svgPath   string
 	mdPath    string
 	only      map[string]bool // cases to run (with their baselines); nil: all
+	rounds    int             // a case and its baseline alternate in this many slices
 }
 
 // benchCase is one measurement, run once per goroutine count on each
@@ -88,31 +90,95 @@ func runTarget(ctx context.Context, cfg config, d dblock.Dialect, out io.Writer)
 			err = cerr
 		}
 	}()
-	for _, c := range cases() {
-		if cfg.only != nil && !cfg.only[c.name] {
-			continue
+	all := cases()
+	isBaseline := map[string]bool{}
+	for _, c := range all {
+		if c.baseline != "" && (cfg.only == nil || cfg.only[c.name]) {
+			isBaseline[c.baseline] = true
+		}
+	}
+	for _, c := range all {
+		if cfg.only != nil && !cfg.only[c.name] || isBaseline[c.name] {
+			continue // a baseline runs with the case compared with it
+		}
+		var base *benchCase
+		for i := range all {
+			if c.baseline != "" && all[i].name == c.baseline {
+				base = &all[i]
+			}
 		}
 		for _, g := range c.gs {
-			r, err := c.run(ctx, t, cfg, g)
-			if err != nil {
-				return rows, fmt.Errorf("%s %s g=%d: %w", d, c.name, g, err)
+			var pair []Row
+			if base != nil {
+				rb, rc, err := alternate(ctx, t, cfg, *base, c, g)
+				if err != nil {
+					return rows, fmt.Errorf("%s %s/%s g=%d: %w", d, base.name, c.name, g, err)
+				}
+				if rb.OpsPerSec > 0 {
+					rc.Baseline, rc.Ratio = base.name, rc.OpsPerSec/rb.OpsPerSec
+				}
+				pair = []Row{rb, rc}
+			} else {
+				r, err := c.run(ctx, t, cfg, g)
+				if err != nil {
+					return rows, fmt.Errorf("%s %s g=%d: %w", d, c.name, g, err)
+				}
+				r.Case = c.name
+				pair = []Row{r}
 			}
-			r.DB, r.Case, r.Goroutines = string(d), c.name, g
-			if b := find(rows, c.baseline, g); b != nil && b.OpsPerSec > 0 {
-				r.Baseline, r.Ratio = c.baseline, r.OpsPerSec/b.OpsPerSec
+			for _, r := range pair {
+				r.DB, r.Goroutines = string(d), g
+				rows = append(rows, r)
+				printRow(out, r.cells())
 			}
-			rows = append(rows, r)
-			printRow(out, r.cells())
 		}
 	}
 	return rows, nil
 }
 
-func find(rows []Row, name string, g int) *Row {
-	for i := range rows {
-		if name != "" && rows[i].Case == name && rows[i].Goroutines == g {
-			return &rows[i]
+// alternate measures case c and its baseline b in cfg.rounds alternating
+// slices of cfg.duration/cfg.rounds each, so that a drift of the machine
+// (the shared disk's flush time, other load) weighs on both alike.
+func alternate(ctx context.Context, t *target, cfg config, b, c benchCase, g int) (rb, rc Row, err error) {
+	slice := cfg
+	slice.duration = max(cfg.duration/time.Duration(max(cfg.rounds, 1)), time.Millisecond)
+	var bs, cs []Row
+	for range max(cfg.rounds, 1) {
+		r, err := b.run(ctx, t, slice, g)
+		if err != nil {
+			return rb, rc, err
 		}
+		bs = append(bs, r)
+		if r, err = c.run(ctx, t, slice, g); err != nil {
+			return rb, rc, err
+		}
+		cs = append(cs, r)
 	}
-	return nil
+	rb, rc = mergeRows(bs), mergeRows(cs)
+	rb.Case, rc.Case = b.name, c.name
+	return rb, rc, nil
+}
+
+// mergeRows adds up the slices of one measurement: operations, seconds and
+// errors add; p50 and p99 are the median of the slices' values.
+func mergeRows(rs []Row) Row {
+	m := rs[0]
+	m.Ops, m.Seconds, m.Errors = 0, 0, 0
+	var p50s, p99s []float64
+	for _, r := range rs {
+		m.Ops += r.Ops
+		m.Seconds += r.Seconds
+		m.Errors += r.Errors
+		if m.FirstError == "" {
+			m.FirstError = r.FirstError
+		}
+		p50s, p99s = append(p50s, r.P50Micros), append(p99s, r.P99Micros)
+	}
+	if m.Seconds > 0 {
+		m.OpsPerSec = float64(m.Ops) / m.Seconds
+	}
+	slices.Sort(p50s)
+	slices.Sort(p99s)
+	m.P50Micros, m.P99Micros = p50s[len(p50s)/2], p99s[len(p99s)/2]
+	return m
 }
