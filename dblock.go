@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/dblockhq/dblock/internal/lockrun"
 )
 
 // Locker hands out locks stored in one lock table. It is safe for concurrent
@@ -185,14 +187,7 @@ func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context
 	if err != nil {
 		return err
 	}
-	fctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(lk.ctx, func() { cancel(context.Cause(lk.ctx)) })
-	defer func() {
-		stop()
-		cancel(nil)
-	}()
-	ferr := fn(fctx)
-	return errors.Join(ferr, lk.Unlock(ctx))
+	return lockrun.Run(ctx, lk.ctx, fn, lk.Unlock)
 }
 
 // Close stops the heartbeat, releases every lock still held (their Err then

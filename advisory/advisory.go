@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/lockrun"
 )
 
 // Locker takes advisory locks through one *sql.DB. It is safe for concurrent
@@ -107,14 +108,7 @@ func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context
 	if err != nil {
 		return err
 	}
-	fctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(lk.ctx, func() { cancel(context.Cause(lk.ctx)) })
-	defer func() {
-		stop()
-		cancel(nil)
-	}()
-	ferr := fn(fctx)
-	return errors.Join(ferr, lk.Unlock(ctx))
+	return lockrun.Run(ctx, lk.ctx, fn, lk.Unlock)
 }
 
 // Held reports how many locks the Locker holds.

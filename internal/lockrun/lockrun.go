@@ -1,0 +1,23 @@
+// Package lockrun runs a function while a lock is held, for the Do methods
+// of package dblock and package advisory.
+package lockrun
+
+import (
+	"context"
+	"errors"
+)
+
+// Run calls fn with a context derived from ctx that is also cancelled when
+// lockCtx (done when the lock ends) is, with lockCtx's cause, then calls
+// unlock. It returns fn's error joined with unlock's, so a lost lock is never
+// silent.
+func Run(ctx, lockCtx context.Context, fn func(context.Context) error, unlock func(context.Context) error) error {
+	fctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(lockCtx, func() { cancel(context.Cause(lockCtx)) })
+	defer func() {
+		stop()
+		cancel(nil)
+	}()
+	ferr := fn(fctx)
+	return errors.Join(ferr, unlock(ctx))
+}
