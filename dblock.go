@@ -282,6 +282,11 @@ func (l *Locker) try(ctx context.Context, key string, lc lockConfig) (*Lock, err
 			if l.d.classify(err) == errRolledBack && attempt < maxRollbackRetries && ctx.Err() == nil {
 				continue
 			}
+			if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+				// The driver saw ctx's deadline (a dial or read timeout)
+				// before ctx itself reports it: say so.
+				return nil, fmt.Errorf("dblock: acquire %q: %w: %w", key, context.DeadlineExceeded, err)
+			}
 			return nil, l.wrapErr("acquire", key, err)
 		}
 		if !ok {

@@ -159,8 +159,8 @@ func demoWorker(ctx context.Context, c *common, a *app, db *sql.DB, d dblock.Dia
 		k := keys[rand.N(len(keys))]
 		lk, err := l.Lock(ctx, k.name)
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
+			if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+				return nil // the run is over
 			}
 			return err
 		}
