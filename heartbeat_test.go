@@ -38,7 +38,9 @@ func assertHeldFor(t *testing.T, lk *dblock.Lock, other *dblock.Locker, d time.D
 
 func TestHeartbeatKeepsLock(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
-		const ttl = 300 * time.Millisecond
+		// 600ms: renewals every 200ms may stall up to ~340ms under a loaded
+		// CI run (race detector) before the local deadline.
+		const ttl = 600 * time.Millisecond
 		ctx := context.Background()
 		holder, _, table := dbtest.Locker(t, d, dblock.WithTTL(ttl))
 		other := lockerOn(t, dbtest.Open(t, d), table, dblock.WithTTL(ttl))

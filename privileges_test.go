@@ -93,7 +93,7 @@ func TestLeastPrivilege(t *testing.T) {
 		db := restrictedDB(t, admin, d, table)
 		ctx := ctxT(t, 30*time.Second)
 		newL := func() *dblock.Locker {
-			l, err := dblock.New(db, dblock.WithTable(table), dblock.WithTTL(300*time.Millisecond))
+			l, err := dblock.New(db, dblock.WithTable(table), dblock.WithTTL(600*time.Millisecond))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,7 +107,7 @@ func TestLeastPrivilege(t *testing.T) {
 		first, _ := readRow(t, admin, d, table, "k")
 		waitUntil(t, "two renewals", func() bool {
 			r, _ := readRow(t, admin, d, table, "k")
-			return r.update > first.update+int64(600*time.Millisecond/time.Microsecond)
+			return r.update > first.update+int64(1200*time.Millisecond/time.Microsecond)
 		})
 		if err := held.Err(); err != nil {
 			t.Fatalf("lock lost while renewing: %v", err)
