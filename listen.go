@@ -21,6 +21,14 @@ func (l *Locker) startListener() bool {
 		return false
 	}
 	l.listenOnce.Do(func() {
+		// Close sets closed under mu before it waits for wg: a listener is
+		// only started, and counted, while the Locker is open.
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.closed {
+			l.readyOnce.Do(func() { close(l.listenReady) })
+			return
+		}
 		l.wg.Add(1)
 		go l.listenLoop(n)
 	})
