@@ -46,6 +46,7 @@ type Locker struct {
 	wantMu      sync.Mutex
 	wanted      map[string]time.Time // keys others wait for, until when
 	foreign     map[string]time.Time // keys our waiters found held elsewhere, until when
+	yields      map[string]time.Time // keys our waiters stand back from, until when
 
 	closeOnce sync.Once
 	closeErr  error
@@ -112,8 +113,13 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...LockOption) (*
 // per wake-up however many there are. On PostgreSQL (pgx) the first waiter is
 // woken by LISTEN/NOTIFY when the key is released, on one connection the
 // Locker keeps for that; elsewhere, and as a fallback for expired leases and
-// missed events, it polls with jittered exponential backoff (WithRetry). A
-// call with Owner tries at once, ahead of the queue, so that re-entering a
+// missed events, it polls with jittered exponential backoff (WithRetry); a
+// poll reads the row before it tries to write it. When a goroutine of the
+// same Locker unlocks the key, it hands the key straight to the first waiter
+// in one statement (new owner memo, new token, one commit); while another
+// Locker waits too, it does so at most a few times in a row before it
+// releases the key to the table and lets the other Locker's waiter take it.
+// A call with Owner tries at once, ahead of the queue, so that re-entering a
 // held lock never waits behind the holder's own waiters.
 func (l *Locker) Lock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
 	lc, err := l.lockConfig(key, opts)
@@ -125,8 +131,8 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...LockOption) (*Loc
 			return lk, err
 		}
 	}
-	w := l.waits.join(key)
-	defer l.waits.leave(key, w)
+	w := l.waits.join(key, lc)
+	defer l.leaveQueue(key, w)
 	l.ensureListener()
 	b := newBackoff(l.cfg.retryMin, min(l.cfg.retryMax, lc.ttl/2))
 	poll := time.NewTimer(time.Hour)
@@ -134,9 +140,15 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...LockOption) (*Loc
 	defer poll.Stop()
 	var wantAgain time.Time // when to tell holders again that we wait
 	for {
+		polled := false
 		select {
 		case <-w.wake:
 		case <-poll.C:
+			polled = true
+		case lk := <-w.grant:
+			if lk != nil {
+				return lk, nil // handed over by a release of ours
+			}
 		case <-ctx.Done():
 			return nil, fmt.Errorf("dblock: waiting for %q: %w", key, ctxErr(ctx))
 		case <-l.closing:
@@ -145,22 +157,67 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...LockOption) (*Loc
 		if !l.waits.isHead(key, w) {
 			continue // woken by a stale signal; wait for our turn
 		}
-		lk, err := l.try(ctx, key, lc)
-		if !errors.Is(err, ErrLocked) {
-			return lk, err
+		if l.yielding(key, poll) {
+			continue // we just gave the key up: other Lockers go first
 		}
-		if time.Now().After(wantAgain) {
-			l.announceWant(ctx, key)
-			wantAgain = time.Now().Add(wantWindow / 2)
+		if !l.holds(key) && l.waits.beginTry(key, w) {
+			var lk *Lock
+			err := ErrLocked
+			// A poll reads before it writes: a failed write attempt would
+			// lock the row, and cost the holder's next statement a wait.
+			if !polled || !l.heldElsewhere(ctx, key, w.lc.owner) {
+				lk, err = l.try(ctx, key, w.lc)
+			}
+			l.waits.endTry(w)
+			if !errors.Is(err, ErrLocked) {
+				return lk, err
+			}
+			if time.Now().After(wantAgain) {
+				l.announceWant(ctx, key)
+				wantAgain = time.Now().Add(wantWindow / 2)
+			}
+			if !l.holds(key) {
+				l.markForeign(key)
+			}
 		}
-		if !l.holds(key) {
-			l.markForeign(key)
-		}
+		// Held elsewhere, or by us (our release hands the key over, or
+		// wakes us), or being handed to us: wait, polling as a fallback.
 		if l.fairPolling(key) {
 			poll.Reset(fairPoll/2 + rand.N(fairPoll))
 		} else {
 			poll.Reset(b.next())
 		}
+	}
+}
+
+// heldElsewhere reports whether a read shows key held by another owner;
+// false when the read fails (the acquire then reports the error).
+func (l *Locker) heldElsewhere(ctx context.Context, key, owner string) bool {
+	held, err := l.d.held(ctx, l.q, key, owner)
+	return held && err == nil
+}
+
+// leaveQueue takes w out of key's queue. A handover to w may be in flight:
+// its outcome is then awaited, and a lock it brought is released (or handed
+// on) at once, since w's caller no longer wants it.
+func (l *Locker) leaveQueue(key string, w *waiter) {
+	var unwanted *Lock
+	for !l.waits.leave(key, w) {
+		unwanted = <-w.grant
+	}
+	select {
+	case unwanted = <-w.grant: // granted as ctx ended
+	default:
+	}
+	l.unlockUnwanted(key, unwanted)
+}
+
+func (l *Locker) unlockUnwanted(key string, lk *Lock) {
+	if lk == nil {
+		return
+	}
+	if err := lk.Unlock(context.Background()); err != nil {
+		l.log.Warn("dblock: releasing a lock handed to a waiter that left", "key", key, "err", err)
 	}
 }
 
@@ -232,7 +289,7 @@ func (l *Locker) releaseAll(held []*Lock) error {
 				if !held[i].end(cause) {
 					continue // ended meanwhile (Unlock, loss)
 				}
-				if err := held[i].releaseRow(context.Background(), deadline); err != nil && !errors.Is(err, ErrNotHeld) {
+				if _, err := held[i].releaseRow(context.Background(), deadline); err != nil && !errors.Is(err, ErrNotHeld) {
 					errs[i] = err
 				}
 			}

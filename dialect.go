@@ -37,6 +37,15 @@ type dialect interface {
 	// depth 0 the row is marked released. ok is false when that acquisition
 	// no longer holds the key (released, expired or taken over).
 	release(ctx context.Context, q querier, key, owner string, token int64) (ok bool, err error)
+	// held reports, without writing or locking anything, whether another
+	// owner than owner holds key: a waiter's poll reads this first, so a
+	// poll of a held key costs the holder nothing.
+	held(ctx context.Context, q querier, key, owner string) (bool, error)
+	// handoff passes the acquisition (key, owner, token), held at depth 1,
+	// straight to owner to with a fresh token and lease ttl, in one
+	// statement: a release and an acquire with one commit. ok is false when
+	// that acquisition no longer holds the key at depth 1.
+	handoff(ctx context.Context, q querier, key, owner string, token int64, to string, ttl time.Duration) (newToken int64, ok bool, err error)
 	// renew bumps update_time of every live acquisition in refs. It never
 	// waits for a row another transaction has locked (a Lock.Check share lock
 	// held for a whole transaction would stall every lock in the batch): it

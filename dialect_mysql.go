@@ -40,6 +40,7 @@ import (
 type mysqlDialect struct {
 	table                   string
 	acquireSQL, releaseSQL  string
+	handoffSQL, heldSQL     string
 	renewLockSQL, renewSQL  string
 	renewCheckSQL           string
 	reapFenceSQL, reapScan  string
@@ -72,6 +73,13 @@ ON DUPLICATE KEY UPDATE
   update_time = IF(depth = 1, UTC_TIMESTAMP(6), update_time),
   depth = depth - 1
 WHERE key_id = ? AND memo = ? AND token = ? AND depth > 0 AND NOT ({expired})`)
+	m.heldSQL = r.Replace(`SELECT 1 FROM {t} WHERE key_id = ? AND memo <> ? AND depth > 0 AND NOT ({expired})`)
+	// The handover reports its token through LAST_INSERT_ID(expr), as the
+	// acquire does; the WHERE clause is evaluated before any assignment.
+	m.handoffSQL = r.Replace(`UPDATE {t} SET
+  token = LAST_INSERT_ID(token + 1), memo = ?, depth = 1, lease_ms = ?,
+  update_time = UTC_TIMESTAMP(6), acquired_time = UTC_TIMESTAMP(6)
+WHERE key_id = ? AND memo = ? AND token = ? AND depth = 1 AND NOT ({expired})`)
 	// Renewal locks the rows it renews with SKIP LOCKED (MySQL 8.0.1+,
 	// MariaDB 10.6+) in a short READ COMMITTED transaction, so a row that
 	// another transaction holds (a Lock.Check share lock) is skipped, not
@@ -123,6 +131,25 @@ func (m *mysqlDialect) release(ctx context.Context, q querier, key, owner string
 	}
 	n, err := res.RowsAffected()
 	return n == 1, err
+}
+
+func (m *mysqlDialect) held(ctx context.Context, q querier, key, owner string) (bool, error) {
+	return scanHeld(q.QueryRowContext(ctx, m.heldSQL, key, owner))
+}
+
+func (m *mysqlDialect) handoff(ctx context.Context, q querier, key, owner string, token int64, to string, ttl time.Duration) (int64, bool, error) {
+	res, err := q.ExecContext(ctx, m.handoffSQL, to, ttl.Milliseconds(), key, owner, token)
+	if err != nil {
+		return 0, false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return 0, false, err
+	}
+	newToken, err := res.LastInsertId()
+	if err == nil && newToken <= token {
+		err = fmt.Errorf("dblock: handover of %q reported token %d after %d", key, newToken, token)
+	}
+	return newToken, err == nil, err
 }
 
 func (m *mysqlDialect) renew(ctx context.Context, db *sql.DB, refs []heldRef) (lost, busy []heldRef, err error) {

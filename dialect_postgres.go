@@ -18,6 +18,7 @@ import (
 type postgres struct {
 	table                  string
 	acquireSQL, releaseSQL string
+	handoffSQL, heldSQL    string
 	renewSQL, reapSQL      string
 	releaseNotifySQL       string
 	fenceKey               int64 // the reap fence's advisory lock
@@ -55,7 +56,15 @@ RETURNING token`)
   lease_ms = CASE WHEN l.depth = 1 THEN 0 ELSE l.lease_ms END,
   update_time = CASE WHEN l.depth = 1 THEN statement_timestamp() ELSE l.update_time END
 WHERE l.key_id = $1 AND l.memo = $2 AND l.token = $3 AND l.depth > 0 AND NOT ({expired})`)
-	// The same, notifying dblock_<table> with "R:" and the key when the last
+	p.heldSQL = r.Replace(`SELECT 1 FROM {t} AS l WHERE l.key_id = $1 AND l.memo <> $2 AND l.depth > 0 AND NOT ({expired})`)
+	// The handover draws its token after the row lock is held (SET runs on
+	// the locked row), so it needs no reap fence: it never inserts.
+	p.handoffSQL = r.Replace(`UPDATE {t} AS l SET
+  memo = $4, depth = 1, token = nextval('{seq}'), lease_ms = $5,
+  update_time = statement_timestamp(), acquired_time = statement_timestamp()
+WHERE l.key_id = $1 AND l.memo = $2 AND l.token = $3 AND l.depth = 1 AND NOT ({expired})
+RETURNING l.token`)
+	// The same, notifying dblock_<table> with "F:<locker>:<key>" when the last
 	// level goes, in the same transaction, so waiters wake at commit. Used
 	// only when someone waits: PostgreSQL serialises the commits of all
 	// notifying transactions, which would otherwise cost every release.
@@ -67,7 +76,7 @@ WHERE l.key_id = $1 AND l.memo = $2 AND l.token = $3 AND l.depth > 0 AND NOT ({e
     update_time = CASE WHEN l.depth = 1 THEN statement_timestamp() ELSE l.update_time END
   WHERE l.key_id = $1 AND l.memo = $2 AND l.token = $3 AND l.depth > 0 AND NOT ({expired})
   RETURNING l.depth),
-n AS (SELECT pg_notify($4, 'R:' || $1) FROM r WHERE r.depth = 0)
+n AS (SELECT pg_notify($4, 'F:' || $5 || ':' || $1) FROM r WHERE r.depth = 0)
 SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM n)`)
 	// renewSQL skips rows another transaction has locked (a Lock.Check share
 	// lock, a takeover in flight) instead of waiting for them: "live" says
@@ -118,6 +127,37 @@ func (p *postgres) release(ctx context.Context, q querier, key, owner string, to
 	}
 	n, err := res.RowsAffected()
 	return n == 1, err
+}
+
+func (p *postgres) held(ctx context.Context, q querier, key, owner string) (bool, error) {
+	return scanHeld(q.QueryRowContext(ctx, p.heldSQL, key, owner))
+}
+
+// scanHeld reads a held query: a row means held by another owner.
+func scanHeld(row *sql.Row) (bool, error) {
+	var one int
+	switch err := row.Scan(&one); err {
+	case nil:
+		return true, nil
+	case sql.ErrNoRows:
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
+func (p *postgres) handoff(ctx context.Context, q querier, key, owner string, token int64, to string, ttl time.Duration) (int64, bool, error) {
+	return scanToken(q.QueryRowContext(ctx, p.handoffSQL, key, owner, token, to, ttl.Milliseconds()))
+}
+
+// scanToken reads the token a statement returned; no row means not acquired.
+func scanToken(row *sql.Row) (int64, bool, error) {
+	var token int64
+	err := row.Scan(&token)
+	if err == sql.ErrNoRows {
+		return 0, false, nil
+	}
+	return token, err == nil, err
 }
 
 func (p *postgres) renew(ctx context.Context, db *sql.DB, refs []heldRef) (lost, busy []heldRef, err error) {

@@ -19,8 +19,9 @@ type notifier interface {
 	// connection fails. It returns errNoNotify when the driver cannot deliver
 	// notifications.
 	listen(ctx context.Context, db *sql.DB, ready func(), onEvent func(released bool, from, key string)) error
-	// releaseNotify is release that also announces the key released.
-	releaseNotify(ctx context.Context, q querier, key, owner string, token int64) (bool, error)
+	// releaseNotify is release that also announces that Locker from
+	// released the key.
+	releaseNotify(ctx context.Context, q querier, from, key, owner string, token int64) (bool, error)
 	// want announces that Locker from waits for key.
 	want(ctx context.Context, q querier, from, key string) error
 }
@@ -35,8 +36,9 @@ func (p *postgres) channel() string { return "dblock_" + p.table }
 // listen uses pgx's WaitForNotification on a connection taken out of the
 // pool for good: it is discarded afterwards, never returned LISTENing.
 // Other PostgreSQL drivers (lib/pq) fall back to polling.
-// Payloads: "R:<key>" when key is released, "W:<locker>:<key>" when a
-// Locker's goroutine waits for it.
+// Payloads: "F:<locker>:<key>" when a Locker frees key, "W:<locker>:<key>"
+// when a Locker's goroutine waits for it, and "R:<key>" (a release by an
+// unnamed sender, as the first versions sent) is still understood.
 func (p *postgres) listen(ctx context.Context, db *sql.DB, ready func(), onEvent func(bool, string, string)) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -64,18 +66,18 @@ func (p *postgres) listen(ctx context.Context, db *sql.DB, ready func(), onEvent
 			switch kind, rest, _ := strings.Cut(n.Payload, ":"); kind {
 			case "R":
 				onEvent(true, "", rest)
-			case "W":
+			case "F", "W":
 				if from, key, ok := strings.Cut(rest, ":"); ok {
-					onEvent(false, from, key)
+					onEvent(kind == "F", from, key)
 				}
 			}
 		}
 	})
 }
 
-func (p *postgres) releaseNotify(ctx context.Context, q querier, key, owner string, token int64) (bool, error) {
+func (p *postgres) releaseNotify(ctx context.Context, q querier, from, key, owner string, token int64) (bool, error) {
 	var n, notified int
-	err := q.QueryRowContext(ctx, p.releaseNotifySQL, key, owner, token, p.channel()).Scan(&n, &notified)
+	err := q.QueryRowContext(ctx, p.releaseNotifySQL, key, owner, token, p.channel(), from).Scan(&n, &notified)
 	return n == 1, err
 }
 

@@ -37,6 +37,7 @@ type sqliteDialect struct {
 	table                  string
 	heldSQL                string
 	acquireSQL, releaseSQL string
+	handoffSQL             string
 	renewSQL, reapSQL      string
 	versionDDL             string
 }
@@ -74,6 +75,11 @@ RETURNING token`)
   lease_ms = CASE WHEN depth = 1 THEN 0 ELSE lease_ms END,
   update_time = CASE WHEN depth = 1 THEN {now} ELSE update_time END
 WHERE key_id = ?1 AND memo = ?2 AND token = ?3 AND depth > 0 AND NOT ({expired})`)
+	s.handoffSQL = r.Replace(`UPDATE {t} SET
+  memo = ?4, depth = 1, token = token + 1, lease_ms = ?5,
+  update_time = {now}, acquired_time = {now}
+WHERE key_id = ?1 AND memo = ?2 AND token = ?3 AND depth = 1 AND NOT ({expired})
+RETURNING token`)
 	// The acquisitions come as one JSON array of [key, token] pairs, so the
 	// statement text and its single parameter do not depend on the batch size.
 	s.renewSQL = r.Replace(`UPDATE {t} SET update_time = {now}
@@ -97,11 +103,7 @@ func (s *sqliteDialect) quote(ident string) string { return `"` + ident + `"` }
 // write lock to the holder's release and renewals. Only a key that looked
 // free or ours is then taken, by the one atomic statement that decides.
 func (s *sqliteDialect) acquire(ctx context.Context, q querier, key, owner string, ttl time.Duration) (int64, bool, error) {
-	var one int
-	switch err := q.QueryRowContext(ctx, s.heldSQL, key, owner).Scan(&one); {
-	case err == nil:
-		return 0, false, nil
-	case err != sql.ErrNoRows:
+	if held, err := s.held(ctx, q, key, owner); held || err != nil {
 		return 0, false, err
 	}
 	var token int64
@@ -119,6 +121,14 @@ func (s *sqliteDialect) release(ctx context.Context, q querier, key, owner strin
 	}
 	n, err := res.RowsAffected()
 	return n == 1, err
+}
+
+func (s *sqliteDialect) held(ctx context.Context, q querier, key, owner string) (bool, error) {
+	return scanHeld(q.QueryRowContext(ctx, s.heldSQL, key, owner))
+}
+
+func (s *sqliteDialect) handoff(ctx context.Context, q querier, key, owner string, token int64, to string, ttl time.Duration) (int64, bool, error) {
+	return scanToken(q.QueryRowContext(ctx, s.handoffSQL, key, owner, token, to, ttl.Milliseconds()))
 }
 
 // renew never reports a row busy: SQLite has no row locks to skip.

@@ -7,12 +7,26 @@ import (
 	"sync/atomic"
 )
 
-// CountAcquires makes l count the acquire statements it sends (the real
-// statements still run) and returns the counter. Test hook.
-func CountAcquires(l *Locker) *atomic.Int64 {
-	c := &countingQuerier{querier: l.q, n: new(atomic.Int64)}
+// Counts counts the statements a Locker sends through its statement cache,
+// by kind. The real statements still run.
+type Counts struct {
+	Acquires, Handoffs, Releases atomic.Int64
+}
+
+// CountStatements makes l count the statements that take and give up keys.
+// Test hook.
+func CountStatements(l *Locker) *Counts {
+	c := &countingQuerier{querier: l.q, c: new(Counts)}
 	l.q = c
-	return c.n
+	return c.c
+}
+
+// CountAcquires makes l count the statements that take a key: acquires and
+// handovers. Test hook.
+func CountAcquires(l *Locker) *atomic.Int64 {
+	n := new(atomic.Int64)
+	l.q = &countingQuerier{querier: l.q, c: new(Counts), onTake: func() { n.Add(1) }}
+	return n
 }
 
 // QueueLen reports how many of l's goroutines wait for key. Test hook.
@@ -27,12 +41,24 @@ func Notifying(l *Locker) bool { return l.notifying() }
 
 type countingQuerier struct {
 	querier
-	n *atomic.Int64
+	c      *Counts
+	onTake func()
 }
 
 func (c *countingQuerier) count(q string) {
-	if strings.Contains(q, "INSERT INTO") {
-		c.n.Add(1)
+	switch {
+	case strings.Contains(q, "INSERT INTO"):
+		c.c.Acquires.Add(1)
+	case strings.Contains(q, "depth = 1 AND NOT ("):
+		c.c.Handoffs.Add(1)
+	case strings.Contains(q, "depth - 1"):
+		c.c.Releases.Add(1)
+		return
+	default:
+		return
+	}
+	if c.onTake != nil {
+		c.onTake()
 	}
 }
 

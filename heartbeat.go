@@ -73,11 +73,35 @@ func (l *Locker) unregister(lk *Lock) {
 	l.mu.Unlock()
 }
 
-// holds reports whether this Locker holds key.
-func (l *Locker) holds(key string) bool {
+// holds reports whether this Locker holds key, or is releasing it.
+func (l *Locker) holds(key string) bool { return l.heldCount(key) > 0 }
+
+// heldCount counts this Locker's Locks on key, plus its releases of key in
+// flight.
+func (l *Locker) heldCount(key string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.heldKeys[key] > 0
+	return l.heldKeys[key]
+}
+
+// pin counts a release of key in flight as a hold, so that our waiters do
+// not try (and fail) before it is done.
+func (l *Locker) pin(key string) {
+	l.mu.Lock()
+	l.heldKeys[key]++
+	l.mu.Unlock()
+}
+
+// unpin ends what pin began and wakes our first waiter for key if asked.
+func (l *Locker) unpin(key string, wake bool) {
+	l.mu.Lock()
+	if l.heldKeys[key]--; l.heldKeys[key] == 0 {
+		delete(l.heldKeys, key)
+	}
+	l.mu.Unlock()
+	if wake {
+		l.waits.wakeHead(key)
+	}
 }
 
 // Held reports how many Locks this Locker holds (re-entries count apart).

@@ -92,9 +92,13 @@ func (l *Locker) listenLoop(n notifier) {
 const wantWindow = 2 * time.Second
 
 // onEvent handles a notification: a released key wakes our first waiter for
-// it; a key another Locker wants makes our releases of it notify for a while.
+// it (and, released by another Locker, ends our standing back from it); a key
+// another Locker wants makes our releases of it notify for a while.
 func (l *Locker) onEvent(released bool, from, key string) {
 	if released {
+		if from != l.id {
+			l.endYield(key)
+		}
 		l.waits.wakeHead(key)
 		return
 	}

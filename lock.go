@@ -14,6 +14,7 @@ type Lock struct {
 	owner string
 	token int64
 	ttl   time.Duration
+	turns int // local handovers in a row that led to this lock
 
 	ctx    context.Context // done when the lock ends; Cause says why
 	cancel context.CancelCauseFunc
@@ -80,12 +81,25 @@ func (k *Lock) Unlock(ctx context.Context) error {
 }
 
 // release ends the lock locally with cause, then removes one level in the
-// database. It reports ErrNotHeld when the lock had already ended.
+// database, or hands the key to a waiter of ours. It reports ErrNotHeld when
+// the lock had already ended. Until the statement is done the key still
+// counts as ours, so our waiters do not race our own release.
 func (k *Lock) release(ctx context.Context, cause error) error {
+	l := k.l
+	l.pin(k.key)
 	if !k.end(cause) {
+		l.unpin(k.key, false)
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, k.key, k.Err())
 	}
-	return k.releaseRow(ctx, time.Now().Add(releaseTimeout))
+	if cause == ErrReleased {
+		if done, err := k.handOff(ctx); done {
+			l.unpin(k.key, false)
+			return err
+		}
+	}
+	wake, err := k.releaseRow(ctx, time.Now().Add(releaseTimeout))
+	l.unpin(k.key, wake)
+	return err
 }
 
 // end ends the lock locally with cause and reports whether this call did.
@@ -100,34 +114,32 @@ func (k *Lock) end(cause error) bool {
 }
 
 // releaseRow takes one level off the lock's row by deadline, whether or not
-// ctx was cancelled.
-func (k *Lock) releaseRow(ctx context.Context, deadline time.Time) error {
+// ctx was cancelled. wake says whether our first waiter for the key should
+// now be woken: not when the release notified (the event wakes waiters here
+// and elsewhere alike, so neither has a head start) nor while Lockers contend
+// for the key without events (every waiter polls).
+func (k *Lock) releaseRow(ctx context.Context, deadline time.Time) (wake bool, err error) {
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
-	// Notify only when another Locker waits: then our own first waiter is
-	// woken by the same event, so neither side has a head start. Otherwise
-	// wake our first waiter here, and spare the commit a NOTIFY (PostgreSQL
-	// serialises notifying commits).
+	// Notify only when another Locker waits; otherwise spare the commit a
+	// NOTIFY (PostgreSQL serialises notifying commits).
 	n, can := k.l.d.(notifier)
 	notify := can && k.l.notifying() && k.l.wantedElsewhere(k.key)
 	var ok bool
-	var err error
 	if notify {
-		ok, err = n.releaseNotify(ctx, k.l.q, k.key, k.owner, k.token)
+		ok, err = n.releaseNotify(ctx, k.l.q, k.l.id, k.key, k.owner, k.token)
 	} else {
 		ok, err = k.l.d.release(ctx, k.l.q, k.key, k.owner, k.token)
 	}
 	if err != nil {
-		return k.l.wrapErr("release", k.key, err)
+		return true, k.l.wrapErr("release", k.key, err)
 	}
-	if !notify && !k.l.fairPolling(k.key) {
-		k.l.waits.wakeHead(k.key)
-	}
+	wake = !notify && !k.l.fairPolling(k.key)
 	if !ok {
-		return fmt.Errorf("%w: %q (token %d): lease expired or taken over", ErrNotHeld, k.key, k.token)
+		return wake, fmt.Errorf("%w: %q (token %d): lease expired or taken over", ErrNotHeld, k.key, k.token)
 	}
 	k.l.log.Debug("dblock: released", "key", k.key, "token", k.token)
-	return nil
+	return wake, nil
 }
 
 // lose ends the lock because it can no longer be proven ours.
@@ -136,6 +148,7 @@ func (k *Lock) lose(cause error) {
 		k.l.unregister(k)
 		err := fmt.Errorf("%w: %q (token %d): %w", ErrLockLost, k.key, k.token, cause)
 		k.cancel(err)
+		k.l.waits.wakeHead(k.key) // it may be free: a waiter of ours may try
 		k.l.log.Warn("dblock: lock lost", "key", k.key, "token", k.token, "cause", cause)
 	})
 }

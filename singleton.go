@@ -197,5 +197,9 @@ func (k *Lock) linger(ctx context.Context, start time.Time, atLeast time.Duratio
 		}
 		return nil
 	}
-	return k.releaseRow(ctx, time.Now().Add(releaseTimeout))
+	wake, err := k.releaseRow(ctx, time.Now().Add(releaseTimeout))
+	if wake {
+		k.l.waits.wakeHead(k.key)
+	}
+	return err
 }

@@ -5,18 +5,33 @@ import "sync"
 // waitQueues keeps, per key, the goroutines of one Locker waiting for that
 // key, in arrival order. Only the head talks to the database; the others wait
 // for their turn, so a thousand local waiters cost one query per wake-up, not
-// a thousand.
+// a thousand. A release by this Locker may instead hand the key straight to
+// the head (see handOff): the head is then reserved, and does not try on its
+// own until the handover has succeeded or failed.
 type waitQueues struct {
 	mu sync.Mutex
 	q  map[string][]*waiter
 }
 
+// waiterState is where a waiter stands; it changes under waitQueues.mu.
+type waiterState int
+
+const (
+	waiterIdle     waiterState = iota // waiting for a signal
+	waiterTrying                      // its own acquire is in flight
+	waiterReserved                    // a release is handing it the key
+	waiterGranted                     // a handover gave it the key
+)
+
 type waiter struct {
-	wake chan struct{} // buffered 1: "try now"
+	wake  chan struct{} // buffered 1: "try now"
+	grant chan *Lock    // buffered 1: a handover's outcome (nil: it failed)
+	lc    lockConfig    // what the waiter acquires with; a handover uses it
+	state waiterState
 }
 
-func (w *waitQueues) join(key string) *waiter {
-	wt := &waiter{wake: make(chan struct{}, 1)}
+func (w *waitQueues) join(key string, lc lockConfig) *waiter {
+	wt := &waiter{wake: make(chan struct{}, 1), grant: make(chan *Lock, 1), lc: lc}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.q == nil {
@@ -30,10 +45,15 @@ func (w *waitQueues) join(key string) *waiter {
 }
 
 // leave removes wt; if it was the head, the next waiter becomes head and is
-// woken.
-func (w *waitQueues) leave(key string, wt *waiter) {
+// woken. It reports false, and leaves wt queued, while a handover to wt is in
+// flight: the caller must then receive its outcome from wt.grant and leave
+// again.
+func (w *waitQueues) leave(key string, wt *waiter) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if wt.state == waiterReserved {
+		return false
+	}
 	q := w.q[key]
 	for i, x := range q {
 		if x != wt {
@@ -42,14 +62,22 @@ func (w *waitQueues) leave(key string, wt *waiter) {
 		q = append(q[:i], q[i+1:]...)
 		if len(q) == 0 {
 			delete(w.q, key)
-			return
+			return true
 		}
 		w.q[key] = q
 		if i == 0 {
 			signal(q[0].wake)
 		}
-		return
+		return true
 	}
+	return true
+}
+
+// waiting reports whether key has waiters.
+func (w *waitQueues) waiting(key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.q[key]) > 0
 }
 
 func (w *waitQueues) isHead(key string, wt *waiter) bool {
@@ -57,6 +85,56 @@ func (w *waitQueues) isHead(key string, wt *waiter) bool {
 	defer w.mu.Unlock()
 	q := w.q[key]
 	return len(q) > 0 && q[0] == wt
+}
+
+// beginTry marks wt, the head, as trying on its own; false if a handover to
+// it is in flight (or it is not the head).
+func (w *waitQueues) beginTry(key string, wt *waiter) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.q[key]
+	if len(q) == 0 || q[0] != wt || wt.state != waiterIdle {
+		return false
+	}
+	wt.state = waiterTrying
+	return true
+}
+
+func (w *waitQueues) endTry(wt *waiter) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wt.state = waiterIdle
+}
+
+// reserveHead reserves key's head waiter for a handover, unless there is
+// none or it is trying on its own.
+func (w *waitQueues) reserveHead(key string) *waiter {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.q[key]
+	if len(q) == 0 || q[0].state != waiterIdle {
+		return nil
+	}
+	q[0].state = waiterReserved
+	return q[0]
+}
+
+// finish ends a handover to wt: lk is the lock it was given, or nil when the
+// handover failed and wt must try on its own. After a failure whose outcome
+// is unknown (the statement may have run), freshOwner replaces wt's owner
+// memo so that its own try can never re-enter a row the handover may have
+// written.
+func (w *waitQueues) finish(wt *waiter, lk *Lock, freshOwner string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wt.state = waiterIdle
+	if lk != nil {
+		wt.state = waiterGranted
+	}
+	if freshOwner != "" {
+		wt.lc.owner = freshOwner
+	}
+	wt.grant <- lk
 }
 
 // wakeHead tells key's head waiter, if any, to try now.

@@ -1,0 +1,133 @@
+package dblock
+
+import (
+	"context"
+	"math"
+	"time"
+)
+
+// A release with a local waiter hands the key straight to it: one statement
+// moves the row to the waiter's owner memo with a fresh token, so a handover
+// costs one commit instead of a release and an acquire. Left alone, a Locker
+// would then keep a contended key among its own goroutines for ever; so a
+// key is handed over locally only a few times in a row while another Locker
+// waits for it, then released to the table, and our own waiters stand back
+// for yieldWindow so that the other Locker's waiter takes it.
+const (
+	// contendedTurns bounds the local handovers in a row while another
+	// Locker is known to wait for the key. Each local handover costs one
+	// commit, each pass to another Locker about two and a wake-up, so longer
+	// turns give more handovers per second, at the price of a longer wait
+	// for the other Locker's goroutines (about contendedTurns handovers).
+	contendedTurns = 8
+	// blindTurns bounds them where other Lockers' waiters cannot be known
+	// (no release events: MySQL, SQLite, a PostgreSQL listener down): such
+	// a waiter polls, and needs the key released now and then to find it
+	// free.
+	blindTurns = 64
+	// yieldWindow is how long, at most, our waiters stand back after a
+	// release that gave the key up: the longest poll period of a contending
+	// waiter elsewhere (fairPoll/2 + up to fairPoll), so that it polls at
+	// least once meanwhile. On PostgreSQL the other Locker's release event
+	// ends it sooner.
+	yieldWindow = 3 * fairPoll / 2
+)
+
+// handOff passes k's key to this Locker's first waiter for it, if there is
+// one and fairness allows, in place of a release. It reports whether it did
+// the release's work (err is then the release's error); false means release
+// as usual.
+func (k *Lock) handOff(ctx context.Context) (bool, error) {
+	l := k.l
+	if !l.waits.waiting(k.key) || l.heldCount(k.key) > 1 || l.isClosed() {
+		return false, nil // nobody to hand to, or a re-entry still holds it
+	}
+	if k.turns >= l.localTurns(k.key) {
+		l.yield(k.key)
+		return false, nil
+	}
+	w := l.waits.reserveHead(k.key)
+	if w == nil {
+		return false, nil // the head is trying on its own
+	}
+	start := time.Now()
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), start.Add(releaseTimeout))
+	defer cancel()
+	token, ok, err := l.d.handoff(ctx, l.q, k.key, k.owner, k.token, w.lc.owner, w.lc.ttl)
+	switch {
+	case err != nil:
+		// The statement may have run: the waiter's own try must not
+		// re-enter the row under the memo it may have been given.
+		fresh := ""
+		if !w.lc.explicitOwner {
+			fresh = newOwner()
+		}
+		l.waits.finish(w, nil, fresh)
+		return true, l.wrapErr("release", k.key, err)
+	case !ok:
+		// Lost, or re-entered under our memo by another Locker: the
+		// release says which.
+		l.waits.finish(w, nil, "")
+		return false, nil
+	}
+	lk := l.newLock(k.key, w.lc, token, start)
+	lk.turns = k.turns + 1
+	if !l.register(lk) { // closed meanwhile
+		l.waits.finish(w, nil, "")
+		lk.end(ErrClosed)
+		_, err := lk.releaseRow(ctx, start.Add(releaseTimeout))
+		return true, err
+	}
+	l.waits.finish(w, lk, "")
+	l.log.Debug("dblock: handed over", "key", k.key, "token", token, "from", k.token)
+	return true, nil
+}
+
+// localTurns is how many local handovers of key in a row fairness allows.
+func (l *Locker) localTurns(key string) int {
+	if l.notifying() {
+		if l.wantedElsewhere(key) {
+			return contendedTurns
+		}
+		return math.MaxInt // another Locker's waiter would have said so
+	}
+	if l.fairPolling(key) {
+		return contendedTurns
+	}
+	return blindTurns
+}
+
+// yield makes our waiters for key stand back for yieldWindow.
+func (l *Locker) yield(key string) {
+	l.wantMu.Lock()
+	defer l.wantMu.Unlock()
+	if l.yields == nil || len(l.yields) > 4096 {
+		l.yields = make(map[string]time.Time)
+	}
+	l.yields[key] = time.Now().Add(yieldWindow)
+}
+
+// endYield ends our standing back from key: another Locker has had it.
+func (l *Locker) endYield(key string) {
+	l.wantMu.Lock()
+	defer l.wantMu.Unlock()
+	delete(l.yields, key)
+}
+
+// yielding reports whether our waiters for key stand back; if so it sets
+// poll to fire when they may try again.
+func (l *Locker) yielding(key string, poll *time.Timer) bool {
+	l.wantMu.Lock()
+	defer l.wantMu.Unlock()
+	until, ok := l.yields[key]
+	if !ok {
+		return false
+	}
+	d := time.Until(until)
+	if d <= 0 {
+		delete(l.yields, key)
+		return false
+	}
+	poll.Reset(d)
+	return true
+}
