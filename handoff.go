@@ -101,10 +101,7 @@ func (l *Locker) localTurns(key string) int {
 func (l *Locker) yield(key string) {
 	l.wantMu.Lock()
 	defer l.wantMu.Unlock()
-	if l.yields == nil || len(l.yields) > 4096 {
-		l.yields = make(map[string]time.Time)
-	}
-	l.yields[key] = time.Now().Add(yieldWindow)
+	markUntil(&l.yields, key, time.Now().Add(yieldWindow))
 }
 
 // endYield ends our standing back from key: another Locker has had it.

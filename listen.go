@@ -107,10 +107,16 @@ func (l *Locker) onEvent(released bool, from, key string) {
 	}
 	l.wantMu.Lock()
 	defer l.wantMu.Unlock()
-	if l.wanted == nil || len(l.wanted) > 4096 {
-		l.wanted = make(map[string]time.Time) // forget stale marks in bulk
+	markUntil(&l.wanted, key, time.Now().Add(wantWindow))
+}
+
+// markUntil records key in *m until t. A map grown past 4096 keys is
+// dropped first: stale marks are forgotten in bulk.
+func markUntil(m *map[string]time.Time, key string, t time.Time) {
+	if *m == nil || len(*m) > 4096 {
+		*m = make(map[string]time.Time)
 	}
-	l.wanted[key] = time.Now().Add(wantWindow)
+	(*m)[key] = t
 }
 
 // wantedElsewhere reports whether another Locker said lately that it waits
@@ -135,10 +141,7 @@ const fairPoll = time.Millisecond
 func (l *Locker) markForeign(key string) {
 	l.wantMu.Lock()
 	defer l.wantMu.Unlock()
-	if l.foreign == nil || len(l.foreign) > 4096 {
-		l.foreign = make(map[string]time.Time)
-	}
-	l.foreign[key] = time.Now().Add(wantWindow)
+	markUntil(&l.foreign, key, time.Now().Add(wantWindow))
 }
 
 // fairPolling reports whether waiters for key should poll instead of being
