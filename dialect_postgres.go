@@ -112,12 +112,7 @@ RETURNING l.key_id`)
 func (p *postgres) quote(ident string) string { return `"` + ident + `"` }
 
 func (p *postgres) acquire(ctx context.Context, q querier, key, owner string, ttl time.Duration) (int64, bool, error) {
-	var token int64
-	err := q.QueryRowContext(ctx, p.acquireSQL, key, owner, ttl.Milliseconds(), p.fenceKey).Scan(&token)
-	if err == sql.ErrNoRows {
-		return 0, false, nil
-	}
-	return token, err == nil, err
+	return scanToken(q.QueryRowContext(ctx, p.acquireSQL, key, owner, ttl.Milliseconds(), p.fenceKey))
 }
 
 func (p *postgres) release(ctx context.Context, q querier, key, owner string, token int64) (bool, error) {

@@ -106,12 +106,7 @@ func (s *sqliteDialect) acquire(ctx context.Context, q querier, key, owner strin
 	if held, err := s.held(ctx, q, key, owner); held || err != nil {
 		return 0, false, err
 	}
-	var token int64
-	err := q.QueryRowContext(ctx, s.acquireSQL, key, owner, ttl.Milliseconds()).Scan(&token)
-	if err == sql.ErrNoRows {
-		return 0, false, nil
-	}
-	return token, err == nil, err
+	return scanToken(q.QueryRowContext(ctx, s.acquireSQL, key, owner, ttl.Milliseconds()))
 }
 
 func (s *sqliteDialect) release(ctx context.Context, q querier, key, owner string, token int64) (bool, error) {
