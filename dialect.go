@@ -119,7 +119,18 @@ func resolveDialect(db *sql.DB, c config) (dialect, Dialect, error) {
 			return nil, "", err
 		}
 	}
-	return dialects[name](c.table), name, nil
+	d := dialects[name](c.table)
+	if dr, ok := d.(releaseDurability); ok && c.durableRelease {
+		d = dr.durableRelease()
+	}
+	return d, name, nil
+}
+
+// releaseDurability is implemented by dialects whose releases commit without
+// waiting for the disk unless asked to (WithDurableRelease).
+type releaseDurability interface {
+	// durableRelease returns the same dialect with durable releases.
+	durableRelease() dialect
 }
 
 // transientNetErr reports errors that mean the connection, not the

@@ -30,12 +30,26 @@ var _ dialect = (*postgres)(nil)
 
 const pgExpired = `l.update_time + l.lease_ms * interval '1 millisecond' <= statement_timestamp()`
 
-func newPostgres(table string) dialect {
+// pgAsyncCommit, joined to a release, lets its implicit transaction commit
+// without waiting for the WAL flush; see WithDurableRelease for why that is
+// safe for a release, and only for a release.
+const pgAsyncCommit = `FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async`
+
+func newPostgres(table string) dialect { return buildPostgres(table, false) }
+
+// durableRelease implements releaseDurability.
+func (p *postgres) durableRelease() dialect { return buildPostgres(p.table, true) }
+
+func buildPostgres(table string, durableRelease bool) *postgres {
 	p := &postgres{table: table}
 	t := p.quote(table)
 	seq := p.quote(table + "_token_seq")
 	p.fenceKey = advisoryKey("dblock.reap:" + table)
-	r := strings.NewReplacer("{t}", t, "{seq}", strings.ReplaceAll(seq, `'`, `''`), "{expired}", pgExpired)
+	async := pgAsyncCommit
+	if durableRelease {
+		async = ""
+	}
+	r := strings.NewReplacer("{t}", t, "{seq}", strings.ReplaceAll(seq, `'`, `''`), "{expired}", pgExpired, "{async}", async)
 	// The acquire holds the table's reap fence (a shared advisory lock, to the
 	// end of its transaction) before it draws the insert token; see reap.
 	p.acquireSQL = r.Replace(`WITH fence AS (SELECT pg_advisory_xact_lock_shared($4))
@@ -55,6 +69,7 @@ RETURNING token`)
   memo = CASE WHEN l.depth = 1 THEN '' ELSE l.memo END,
   lease_ms = CASE WHEN l.depth = 1 THEN 0 ELSE l.lease_ms END,
   update_time = CASE WHEN l.depth = 1 THEN statement_timestamp() ELSE l.update_time END
+{async}
 WHERE l.key_id = $1 AND l.memo = $2 AND l.token = $3 AND l.depth > 0 AND NOT ({expired})`)
 	p.heldSQL = r.Replace(`SELECT 1 FROM {t} AS l WHERE l.key_id = $1 AND l.memo <> $2 AND l.depth > 0 AND NOT ({expired})`)
 	// The handover draws its token after the row lock is held (SET runs on
@@ -74,6 +89,7 @@ RETURNING l.token`)
     memo = CASE WHEN l.depth = 1 THEN '' ELSE l.memo END,
     lease_ms = CASE WHEN l.depth = 1 THEN 0 ELSE l.lease_ms END,
     update_time = CASE WHEN l.depth = 1 THEN statement_timestamp() ELSE l.update_time END
+  {async}
   WHERE l.key_id = $1 AND l.memo = $2 AND l.token = $3 AND l.depth > 0 AND NOT ({expired})
   RETURNING l.depth),
 n AS (SELECT pg_notify($4, 'F:' || $5 || ':' || $1) FROM r WHERE r.depth = 0)

@@ -71,3 +71,13 @@ func (c *countingQuerier) QueryRowContext(ctx context.Context, q string, args ..
 	c.count(q)
 	return c.querier.QueryRowContext(ctx, q, args...)
 }
+
+// ReleaseOn runs the statement with which l releases lk (the notifying one
+// if notify) on q, a *sql.Tx or *sql.Conn of the caller's, which the caller
+// then inspects. Lk stays registered. Test hook.
+func ReleaseOn(ctx context.Context, l *Locker, q querier, lk *Lock, notify bool) (bool, error) {
+	if n, ok := l.d.(notifier); ok && notify {
+		return n.releaseNotify(ctx, q, l.id, lk.key, lk.owner, lk.token)
+	}
+	return l.d.release(ctx, q, lk.key, lk.owner, lk.token)
+}

@@ -44,7 +44,18 @@ func TestSuite(t *testing.T) {
 	want := 0
 	for _, d := range cfg.dbs {
 		for _, c := range cases() {
+			if c.only != "" && c.only != d {
+				if r := findRow(fromFile.Rows, string(d), c.name, c.gs[0]); r != nil {
+					t.Errorf("%s %s: a row, for a case of %s only", d, c.name, c.only)
+				}
+				continue
+			}
 			for _, g := range c.gs {
+				if c.baseline != "" {
+					want++ // the baseline, measured again beside this case
+				} else if isBaselineCase(c.name) {
+					want-- // counted with each case it is the baseline of
+				}
 				want++
 				r := findRow(fromFile.Rows, string(d), c.name, g)
 				switch {
@@ -75,6 +86,15 @@ func TestSuite(t *testing.T) {
 	if bars := countBars(t, readFile(t, svgPath)); bars != 3*len(cfg.dbs) {
 		t.Errorf("SVG has %d bars, want 3 per database", bars)
 	}
+}
+
+func isBaselineCase(name string) bool {
+	for _, c := range cases() {
+		if c.baseline == name {
+			return true
+		}
+	}
+	return false
 }
 
 func checkDetails(t *testing.T, r *Row) {

@@ -128,7 +128,7 @@ func fmtCounters(m map[string]float64) string {
 }
 
 // widths are the fixed column widths of the live table (notes is last).
-var widths = []int{8, 12, 2, 7, 7, 7, 18, 6}
+var widths = []int{8, 14, 2, 7, 7, 7, 18, 6}
 
 // printRow writes one line of the live table.
 func printRow(w io.Writer, cells []string) {

@@ -33,6 +33,7 @@ type benchCase struct {
 	name     string
 	baseline string // case compared with at the same g ("" for none)
 	gs       []int
+	only     dblock.Dialect // "" for every database
 	run      func(ctx context.Context, t *target, cfg config, g int) (Row, error)
 }
 
@@ -41,6 +42,8 @@ func cases() []benchCase {
 	cs := []benchCase{
 		{name: "raw", gs: []int{1, 8}, run: rawCycle},
 		{name: "dblock", baseline: "raw", gs: []int{1, 8}, run: dblockCycle},
+		// MySQL and SQLite releases are always durable: PostgreSQL only.
+		{name: "dblock-durable", baseline: "raw", gs: []int{1, 8}, only: dblock.Postgres, run: durableCycle},
 		{name: "contended", gs: []int{8}, run: contended},
 		{name: "advisory-raw", gs: []int{1, 8}, run: sessionRaw},
 	}
@@ -98,7 +101,7 @@ func runTarget(ctx context.Context, cfg config, d dblock.Dialect, out io.Writer)
 		}
 	}
 	for _, c := range all {
-		if cfg.only != nil && !cfg.only[c.name] || isBaseline[c.name] {
+		if cfg.only != nil && !cfg.only[c.name] || isBaseline[c.name] || c.only != "" && c.only != d {
 			continue // a baseline runs with the case compared with it
 		}
 		var base *benchCase

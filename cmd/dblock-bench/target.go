@@ -104,13 +104,14 @@ func (t *target) pool(n int) (*sql.DB, error) {
 }
 
 // locker opens a pool of n connections and a Locker on the lock table with
-// the suite's fixed TTL and the default heartbeat. Closing it closes both.
-func (t *target) locker(n int, ttl time.Duration) (*dblock.Locker, func(), error) {
+// the suite's fixed TTL, the default heartbeat and opts. Closing it closes
+// both.
+func (t *target) locker(n int, ttl time.Duration, opts ...dblock.Option) (*dblock.Locker, func(), error) {
 	db, err := t.pool(n)
 	if err != nil {
 		return nil, nil, err
 	}
-	l, err := dblock.New(db, dblock.WithTable(t.lockTable), dblock.WithTTL(ttl))
+	l, err := dblock.New(db, append([]dblock.Option{dblock.WithTable(t.lockTable), dblock.WithTTL(ttl)}, opts...)...)
 	if err != nil {
 		db.Close()
 		return nil, nil, err

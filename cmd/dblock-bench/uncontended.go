@@ -31,7 +31,17 @@ func rawCycle(ctx context.Context, t *target, cfg config, g int) (Row, error) {
 
 // dblockCycle is TryLock + Unlock through one Locker.
 func dblockCycle(ctx context.Context, t *target, cfg config, g int) (Row, error) {
-	l, closeL, err := t.locker(2*g, cfg.ttl)
+	return lockerCycle(ctx, t, cfg, g)
+}
+
+// durableCycle is dblockCycle with WithDurableRelease: every release also
+// waits for its commit to reach disk.
+func durableCycle(ctx context.Context, t *target, cfg config, g int) (Row, error) {
+	return lockerCycle(ctx, t, cfg, g, dblock.WithDurableRelease())
+}
+
+func lockerCycle(ctx context.Context, t *target, cfg config, g int, opts ...dblock.Option) (Row, error) {
+	l, closeL, err := t.locker(2*g, cfg.ttl, opts...)
 	if err != nil {
 		return Row{}, err
 	}

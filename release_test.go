@@ -1,0 +1,82 @@
+package dblock_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dbtest"
+)
+
+// A PostgreSQL release commits without waiting for the WAL flush, unless
+// WithDurableRelease; the setting is local to the release's own
+// transaction and never reaches the session it ran on.
+func TestReleaseCommitMode(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []dblock.Option
+		want string
+	}{
+		{"default", nil, "off"},
+		{"durable", []dblock.Option{dblock.WithDurableRelease()}, "on"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := ctxT(t, time.Minute)
+			l, db, table := dbtest.Locker(t, dblock.Postgres, tc.opts...)
+			lk := mustLock(t)(l.TryLock(ctx, "k"))
+			for _, notify := range []bool{false, true} {
+				tx, err := db.BeginTx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ok, err := dblock.ReleaseOn(ctx, l, tx, lk, notify)
+				if err != nil || !ok {
+					t.Fatalf("release (notify %v) in a transaction: %v, %v", notify, ok, err)
+				}
+				if mode := commitMode(ctx, t, tx); mode != tc.want {
+					t.Errorf("synchronous_commit in the release's transaction (notify %v) = %q, want %q", notify, mode, tc.want)
+				}
+				if err := tx.Rollback(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if r, ok := readRow(t, db, dblock.Postgres, table, "k"); !ok || r.depth != 1 || r.token != lk.Token() {
+				t.Fatalf("after the rolled back releases: row %+v (found %v), want held with token %d", r, ok, lk.Token())
+			}
+
+			// In autocommit, as the Locker runs it: the row is released
+			// and the session keeps the server's setting.
+			conn, err := db.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if ok, err := dblock.ReleaseOn(ctx, l, conn, lk, false); err != nil || !ok {
+				t.Fatalf("release in autocommit: %v, %v", ok, err)
+			}
+			if mode := commitMode(ctx, t, conn); mode != "on" {
+				t.Errorf("synchronous_commit of the session after a release = %q, want the server's %q", mode, "on")
+			}
+			if r, _ := readRow(t, db, dblock.Postgres, table, "k"); r.depth != 0 {
+				t.Fatalf("after the release: depth %d, want 0", r.depth)
+			}
+			if err := lk.Unlock(ctx); !errors.Is(err, dblock.ErrNotHeld) {
+				t.Fatalf("Unlock of a released lock = %v, want ErrNotHeld", err)
+			}
+		})
+	}
+}
+
+func commitMode(ctx context.Context, t *testing.T, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}) string {
+	t.Helper()
+	var mode string
+	if err := q.QueryRowContext(ctx, `SHOW synchronous_commit`).Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	return mode
+}
