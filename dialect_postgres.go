@@ -18,10 +18,12 @@ import (
 type postgres struct {
 	table                  string
 	acquireSQL, releaseSQL string
+	takeSQL                string
 	handoffSQL, heldSQL    string
 	renewSQL, reapSQL      string
 	releaseNotifySQL       string
-	fenceKey               int64 // the reap fence's advisory lock
+	fenceKey               int64     // the reap fence's advisory lock
+	rows                   *rowHints // keys whose rows were lately in place
 	versionDDL             string
 	tx                     *pgTx
 }
@@ -41,7 +43,7 @@ func newPostgres(table string) dialect { return buildPostgres(table, false) }
 func (p *postgres) durableRelease() dialect { return buildPostgres(p.table, true) }
 
 func buildPostgres(table string, durableRelease bool) *postgres {
-	p := &postgres{table: table}
+	p := &postgres{table: table, rows: newRowHints()}
 	t := p.quote(table)
 	seq := p.quote(table + "_token_seq")
 	p.fenceKey = advisoryKey("dblock.reap:" + table)
@@ -64,6 +66,19 @@ ON CONFLICT (key_id) DO UPDATE SET
   acquired_time = CASE WHEN l.depth = 0 OR {expired} THEN EXCLUDED.acquired_time ELSE l.acquired_time END
 WHERE l.depth = 0 OR {expired} OR l.memo = EXCLUDED.memo
 RETURNING token`)
+	// takeSQL is the acquire of a key whose row is in place (a key in use:
+	// released rows stay until reaped). It is the upsert's DO UPDATE alone,
+	// without the upsert's speculative-insert check and tuple lock, and it
+	// needs no reap fence: the token is drawn on the locked row.
+	p.takeSQL = r.Replace(`UPDATE {t} AS l SET
+  memo = $2,
+  depth = CASE WHEN l.depth = 0 OR {expired} THEN 1 ELSE l.depth + 1 END,
+  token = CASE WHEN l.depth = 0 OR {expired} THEN nextval('{seq}') ELSE l.token END,
+  lease_ms = CASE WHEN l.depth = 0 OR {expired} THEN $3 ELSE GREATEST(l.lease_ms, $3) END,
+  update_time = statement_timestamp(),
+  acquired_time = CASE WHEN l.depth = 0 OR {expired} THEN statement_timestamp() ELSE l.acquired_time END
+WHERE l.key_id = $1 AND (l.depth = 0 OR {expired} OR l.memo = $2)
+RETURNING l.token`)
 	p.releaseSQL = r.Replace(`UPDATE {t} AS l SET
   depth = l.depth - 1,
   memo = CASE WHEN l.depth = 1 THEN '' ELSE l.memo END,
@@ -127,8 +142,22 @@ RETURNING l.key_id`)
 
 func (p *postgres) quote(ident string) string { return `"` + ident + `"` }
 
+// acquire updates the key's row in place when this Locker has lately seen
+// that row (the usual way a key in use is taken); when it has not, or the
+// update takes nothing (no row, or a row another owner holds), it runs the
+// upsert, which inserts a missing row or settles the race with a concurrent
+// insert or release. A key seen for the first time costs one statement.
 func (p *postgres) acquire(ctx context.Context, q querier, key, owner string, ttl time.Duration) (int64, bool, error) {
-	return scanToken(q.QueryRowContext(ctx, p.acquireSQL, key, owner, ttl.Milliseconds(), p.fenceKey))
+	if p.rows.has(key) {
+		if token, ok, err := scanToken(q.QueryRowContext(ctx, p.takeSQL, key, owner, ttl.Milliseconds())); ok || err != nil {
+			return token, ok, err
+		}
+	}
+	token, ok, err := scanToken(q.QueryRowContext(ctx, p.acquireSQL, key, owner, ttl.Milliseconds(), p.fenceKey))
+	if err == nil {
+		p.rows.add(key) // the row is there now, ours or not
+	}
+	return token, ok, err
 }
 
 func (p *postgres) release(ctx context.Context, q querier, key, owner string, token int64) (bool, error) {

@@ -11,6 +11,9 @@ import (
 // by kind. The real statements still run.
 type Counts struct {
 	Acquires, Handoffs, Releases atomic.Int64
+	// InPlace counts the acquires that were PostgreSQL's update in place
+	// (also counted in Acquires).
+	InPlace atomic.Int64
 }
 
 // CountStatements makes l count the statements that take and give up keys.
@@ -49,6 +52,9 @@ func (c *countingQuerier) count(q string) {
 	switch {
 	case strings.Contains(q, "INSERT INTO"):
 		c.c.Acquires.Add(1)
+	case strings.Contains(q, "depth + 1"):
+		c.c.Acquires.Add(1)
+		c.c.InPlace.Add(1)
 	case strings.Contains(q, "depth = 1 AND NOT ("):
 		c.c.Handoffs.Add(1)
 	case strings.Contains(q, "depth - 1"):

@@ -72,7 +72,8 @@ func (k *Lock) Err() error { return context.Cause(k.ctx) }
 // (the error then wraps Err's cause too), or taken over after its lease
 // expired; another holder's row is never touched. Unlock runs even when ctx
 // is already cancelled, bounded by its own timeout. A nil or zero Lock, which
-// names no acquisition, gets ErrNotHeld too.
+// names no acquisition, gets ErrNotHeld too. On PostgreSQL the release does
+// not wait for the disk unless the Locker has WithDurableRelease.
 func (k *Lock) Unlock(ctx context.Context) error {
 	if k == nil || k.l == nil {
 		return fmt.Errorf("%w: not a Lock from a Locker", ErrNotHeld)

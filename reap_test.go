@@ -196,19 +196,18 @@ func TestReapMissingTable(t *testing.T) {
 	})
 }
 
-// On PostgreSQL a reap batch never runs while an acquire statement is in
-// flight: the acquire drew its insert token before it waited on the row, and
-// a delete committed during that wait would let it insert an older token.
-// The reap gives up (ErrLockTimeout) instead, and the key keeps its row.
-// (TestReapSkipsTxLock shows that an open transaction alone does not stop it.)
+// On PostgreSQL a reap batch never runs while an upsert is in flight: the
+// upsert drew its insert token before it waited on the row, and a delete
+// committed during that wait would let it insert an older token. The reap
+// gives up (ErrLockTimeout) instead, and the key keeps its row. (An acquire
+// runs the upsert when its update in place took nothing: here the key is
+// held. TestReapSkipsTxLock shows that an open transaction alone does not
+// stop a reap.)
 func TestPostgresReapWaitsForAcquires(t *testing.T) {
 	d := dblock.Postgres
 	l, db, table := dbtest.Locker(t, d)
 	ctx := ctxT(t, 30*time.Second)
-	first := mustLock(t)(l.TryLock(ctx, "k"))
-	if err := first.Unlock(ctx); err != nil { // a released row: reapable
-		t.Fatal(err)
-	}
+	first := mustLock(t)(l.TryLock(ctx, "k")) // held: the next acquire upserts
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -234,12 +233,20 @@ func TestPostgresReapWaitsForAcquires(t *testing.T) {
 	if n, err := l.Reap(ctx); !errors.Is(err, dblock.ErrLockTimeout) || n != 0 {
 		t.Fatalf("Reap during an acquire = %d, %v; want 0, ErrLockTimeout", n, err)
 	}
-	if err := tx.Rollback(); err != nil {
+	// The row is released while the upsert waits (as if first's lease had
+	// run out): the upsert then takes it over.
+	if _, err := tx.ExecContext(ctx, `UPDATE "`+table+`" SET depth = 0, memo = '' WHERE key_id = 'k'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	lk := <-got
 	if lk == nil || lk.Token() <= first.Token() {
 		t.Fatalf("acquire after the reap attempt: %v", lk)
+	}
+	if err := first.Unlock(ctx); !errors.Is(err, dblock.ErrNotHeld) {
+		t.Fatalf("first.Unlock after the takeover = %v, want ErrNotHeld", err)
 	}
 	_ = lk.Unlock(ctx)
 	if n, err := l.Reap(ctx); err != nil || n != 1 {

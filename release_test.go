@@ -80,3 +80,54 @@ func commitMode(ctx context.Context, t *testing.T, q interface {
 	}
 	return mode
 }
+
+// PostgreSQL takes a key whose row it has seen by updating that row in
+// place, and a key it has not seen, or whose row is gone or held, through
+// the upsert.
+func TestAcquireInPlace(t *testing.T) {
+	ctx := ctxT(t, time.Minute)
+	l, db, table := dbtest.Locker(t, dblock.Postgres)
+	counts := dblock.CountStatements(l)
+	want := func(step string, acquires, inPlace int64) {
+		t.Helper()
+		if a, i := counts.Acquires.Load(), counts.InPlace.Load(); a != acquires || i != inPlace {
+			t.Fatalf("%s: %d acquire statements (%d in place), want %d (%d)", step, a, i, acquires, inPlace)
+		}
+	}
+	first := mustLock(t)(l.TryLock(ctx, "k"))
+	want("a new key", 1, 0)
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := mustLock(t)(l.TryLock(ctx, "k"))
+	want("a released row", 2, 1)
+	if second.Token() <= first.Token() {
+		t.Fatalf("token %d after %d", second.Token(), first.Token())
+	}
+
+	// A row another owner holds: the upsert says so; once seen, the update
+	// in place is tried first and changes nothing.
+	rival, _ := newLocker(t, dblock.Postgres, table)
+	held := mustLock(t)(rival.TryLock(ctx, "busy"))
+	for i, w := range [][2]int64{{3, 1}, {5, 2}} {
+		if _, err := l.TryLock(ctx, "busy"); !errors.Is(err, dblock.ErrLocked) {
+			t.Fatalf("TryLock of a held key (try %d) = %v, want ErrLocked", i+1, err)
+		}
+		want("a held key", w[0], w[1])
+	}
+	if r, _ := readRow(t, db, dblock.Postgres, table, "busy"); r.token != held.Token() || r.depth != 1 {
+		t.Fatalf("the held row changed: %+v", r)
+	}
+
+	// A row deleted behind the Locker's back: the update finds nothing and
+	// the upsert inserts it again, with a larger token.
+	if err := second.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, db, `DELETE FROM "`+table+`" WHERE key_id = 'k'`)
+	third := mustLock(t)(l.TryLock(ctx, "k"))
+	want("a deleted row", 7, 3)
+	if third.Token() <= second.Token() {
+		t.Fatalf("token %d after %d", third.Token(), second.Token())
+	}
+}
