@@ -79,6 +79,13 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (LockInfo, error) 
 	if !ok {
 		return LockInfo{}, fmt.Errorf("%w: %q: nothing holds it", ErrNotHeld, key)
 	}
+	if n, ok := l.d.(notifier); ok {
+		// Wake the key's waiters now rather than at their next poll; the
+		// key is free whether or not this reaches them.
+		if err := n.freed(ctx, l.db, []string{key}); err != nil {
+			l.log.Warn("dblock: could not announce a lock broken by hand", "key", key, "err", err)
+		}
+	}
 	l.log.Warn("dblock: lock broken by hand", "key", key, "owner", info.Owner,
 		"token", info.Token, "depth", info.Depth, "by", operator())
 	return info, nil

@@ -131,7 +131,7 @@ FROM live LEFT JOIN upd ON upd.key_id = live.key_id`)
   SELECT l.key_id FROM {t} AS l WHERE l.depth = 0 OR {expired}
   LIMIT $1 FOR UPDATE SKIP LOCKED)
 AND (l.depth = 0 OR {expired})
-RETURNING l.key_id`)
+RETURNING l.key_id, l.depth > 0`)
 	p.versionDDL = `CREATE TABLE IF NOT EXISTS ` + p.quote(table+"_version") + ` (
     version    BIGINT      NOT NULL PRIMARY KEY,
     applied_at TIMESTAMPTZ NOT NULL DEFAULT statement_timestamp()
@@ -235,12 +235,13 @@ func (p *postgres) renew(ctx context.Context, db *sql.DB, refs []heldRef) (lost,
 const reapLockTimeout = "50ms"
 
 // reap deletes a batch in a short transaction that first takes the table's
-// reap fence exclusively. Every acquire statement holds the fence shared
-// before it draws its insert token in VALUES, and may then wait on the row: a
-// delete committed during that wait would let it insert a fresh row with a
-// token older than one handed out meanwhile. So no batch runs while an
-// acquire is in flight; transactions that merely hold rows (LockTx, Check)
-// do not take the fence and do not delay reaping.
+// reap fence exclusively. Every upsert holds the fence shared before it
+// draws its insert token in VALUES, and may then wait on the row: a delete
+// committed during that wait would let it insert a fresh row with a token
+// older than one handed out meanwhile. So no batch runs while an upsert is
+// in flight. An update in place (takeSQL, handoffSQL) draws its token on the
+// locked row and needs no fence; transactions that merely hold rows (LockTx,
+// Check) do not take it either and do not delay reaping.
 func (p *postgres) reap(ctx context.Context, db *sql.DB, limit int) (keys []string, err error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -264,10 +265,34 @@ func (p *postgres) reap(ctx context.Context, db *sql.DB, limit int) (keys []stri
 	if err != nil {
 		return nil, err
 	}
-	if keys, err = scanStrings(rows); err != nil {
+	keys, lapsed, err := scanReaped(rows)
+	if err != nil {
+		return nil, err
+	}
+	// A waiter for a key whose lease ran out hears of it at the commit, not
+	// at its next poll. (Released rows were announced when released.)
+	if err = p.freed(ctx, tx, lapsed); err != nil {
 		return nil, err
 	}
 	return keys, tx.Commit()
+}
+
+// scanReaped reads the reap's (key, was held) rows: every key, and those
+// whose lease had run out while held.
+func scanReaped(rows *sql.Rows) (keys, lapsed []string, err error) {
+	defer rows.Close()
+	for rows.Next() {
+		var key string
+		var held bool
+		if err := rows.Scan(&key, &held); err != nil {
+			return keys, lapsed, err
+		}
+		keys = append(keys, key)
+		if held {
+			lapsed = append(lapsed, key)
+		}
+	}
+	return keys, lapsed, rows.Err()
 }
 
 func (p *postgres) migrateLock(ctx context.Context, conn *sql.Conn, name string) (func() error, error) {

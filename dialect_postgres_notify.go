@@ -24,6 +24,9 @@ type notifier interface {
 	releaseNotify(ctx context.Context, q querier, from, key, owner string, token int64) (bool, error)
 	// want announces that Locker from waits for key.
 	want(ctx context.Context, q querier, from, key string) error
+	// freed announces that keys were freed by other means than a release
+	// (a reap of lapsed leases, ForceUnlock); nothing is sent for none.
+	freed(ctx context.Context, q querier, keys []string) error
 }
 
 var errNoNotify = errors.New("dblock: driver cannot deliver notifications")
@@ -37,8 +40,9 @@ func (p *postgres) channel() string { return "dblock_" + p.table }
 // pool for good: it is discarded afterwards, never returned LISTENing.
 // Other PostgreSQL drivers (lib/pq) fall back to polling.
 // Payloads: "F:<locker>:<key>" when a Locker frees key, "W:<locker>:<key>"
-// when a Locker's goroutine waits for it, and "R:<key>" (a release by an
-// unnamed sender, as the first versions sent) is still understood.
+// when a Locker's goroutine waits for it, and "R:<key>" when a key is freed
+// by no Locker in particular (a reap, ForceUnlock; the first versions also
+// sent it for releases).
 func (p *postgres) listen(ctx context.Context, db *sql.DB, ready func(), onEvent func(bool, string, string)) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -83,5 +87,14 @@ func (p *postgres) releaseNotify(ctx context.Context, q querier, from, key, owne
 
 func (p *postgres) want(ctx context.Context, q querier, from, key string) error {
 	_, err := q.ExecContext(ctx, `SELECT pg_notify($1, 'W:' || $2 || ':' || $3)`, p.channel(), from, key)
+	return err
+}
+
+// freed sends "R:<key>", a release by no Locker in particular, for each key.
+func (p *postgres) freed(ctx context.Context, q querier, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	_, err := q.ExecContext(ctx, `SELECT pg_notify($1, 'R:' || k) FROM unnest($2::text[]) AS k`, p.channel(), keys)
 	return err
 }
