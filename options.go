@@ -155,8 +155,8 @@ func WithRetry(min, max time.Duration) Option {
 //     too. A crash can only undo a release that nobody has acted on yet.
 //   - Such an undone release leaves the row as it was while held: the key
 //     stays taken until its lease runs out (nobody renews it any more), just
-//     as when a holder dies. Tokens never go back: they come from a sequence
-//     advanced only by durable commits.
+//     as when a holder dies. Tokens never go back: only acquisitions draw
+//     from the token sequence, and their commits flush its WAL too.
 //
 // The one visible difference: after a database crash, a key released up to
 // a fraction of a second before the crash (PostgreSQL's wal_writer_delay,
