@@ -144,3 +144,25 @@ func ExampleNew_sqlx() {
 	fmt.Println(locker.Dialect())
 	// Output: postgres
 }
+
+// A Locker whose releases wait for the disk, for keys that must be free
+// again at once even after a database crash. Releases are otherwise the
+// one statement dblock commits without waiting for the WAL flush.
+func ExampleWithDurableRelease() {
+	db := exampleDB()
+	defer db.Close()
+	locker, err := dblock.New(db, dblock.WithTable("example_locks"), dblock.WithDurableRelease())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+	ctx := context.Background()
+
+	lock, err := locker.TryLock(ctx, "example:migration")
+	if err != nil {
+		log.Fatal(err)
+	}
+	// ... the guarded work ...
+	fmt.Println("released:", lock.Unlock(ctx) == nil)
+	// Output: released: true
+}
