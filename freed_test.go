@@ -40,7 +40,9 @@ VALUES ('k', 'gone', 1, nextval('"`+table+`_token_seq"'), 1500, statement_timest
 			if how == "reap" {
 				waitUntil(t, "the lease has run out", func() bool {
 					var out bool
-					_ = db.QueryRowContext(ctx, `SELECT update_time + lease_ms * interval '1 millisecond' <= statement_timestamp() FROM "`+table+`" WHERE key_id = 'k'`).Scan(&out)
+					if err := db.QueryRowContext(ctx, `SELECT update_time + lease_ms * interval '1 millisecond' <= statement_timestamp() FROM "`+table+`" WHERE key_id = 'k'`).Scan(&out); err != nil {
+						t.Fatalf("reading the lease: %v", err)
+					}
 					return out
 				})
 				if n, err := admin.Reap(ctx); err != nil || n != 1 {
