@@ -181,6 +181,26 @@ func TestHandoffs(t *testing.T) {
 	}
 }
 
+// Slices of the contended case merge into one row: counts add, the worst
+// slice's share and wait stand for the run.
+func TestMergeContended(t *testing.T) {
+	slice := func(ops, handoffs int64, share, wait float64, overlaps int64) Row {
+		return Row{Ops: ops, Seconds: 1, P50Micros: float64(ops), P99Micros: 2 * float64(ops),
+			Contended: &ContendedStat{Lockers: 2, Handoffs: handoffs, MaxShare: share, LongestWaitMicros: wait, Overlaps: overlaps, Deadlocks: 1}}
+	}
+	m := mergeRows([]Row{slice(100, 99, 0.13, 500, 0), slice(300, 299, 0.2, 100, 1), slice(200, 199, 0.125, 900, 0)})
+	c := m.Contended
+	if m.Ops != 600 || m.OpsPerSec != 200 || m.P50Micros != 200 || m.P99Micros != 400 {
+		t.Errorf("row: %+v", m)
+	}
+	if c == nil || c.Lockers != 2 || c.Handoffs != 597 || c.MaxShare != 0.2 || c.LongestWaitMicros != 900 || c.Overlaps != 1 || c.Deadlocks != 3 {
+		t.Errorf("contended: %+v", c)
+	}
+	if m := mergeRows([]Row{{Ops: 1, Seconds: 1}}); m.Contended != nil {
+		t.Errorf("a row without contended details got %+v", m.Contended)
+	}
+}
+
 func TestFlags(t *testing.T) {
 	for _, args := range [][]string{{"-db", "oracle"}, {"-duration", "0s"}, {"-ttl", "1ms"}, {"-held", "1"}, {"extra"}} {
 		if _, err := parseFlags(args, io.Discard); err == nil {

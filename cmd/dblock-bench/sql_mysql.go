@@ -12,11 +12,14 @@ import (
 // dblock's own. {t} is replaced by a quoted table name. The key column has
 // the lock table's type, VARBINARY(255).
 var mysqlSQL = dbSQL{
-	quote:     func(ident string) string { return "`" + ident + "`" },
-	createRaw: `CREATE TABLE {t} (key_id VARBINARY(255) NOT NULL PRIMARY KEY) ENGINE = InnoDB`,
-	insertRaw: `INSERT IGNORE INTO {t} (key_id) VALUES (?)`,
-	deleteRaw: `DELETE FROM {t} WHERE key_id = ?`,
-	dropRaw:   []string{`DROP TABLE IF EXISTS {t}`},
+	quote:        func(ident string) string { return "`" + ident + "`" },
+	createRaw:    `CREATE TABLE {t} (key_id VARBINARY(255) NOT NULL PRIMARY KEY) ENGINE = InnoDB`,
+	insertRaw:    `INSERT IGNORE INTO {t} (key_id) VALUES (?)`,
+	deleteRaw:    `DELETE FROM {t} WHERE key_id = ?`,
+	dropRaw:      []string{`DROP TABLE IF EXISTS {t}`},
+	createCommit: `CREATE TABLE {t} (id INT NOT NULL PRIMARY KEY, n BIGINT NOT NULL) ENGINE = InnoDB`,
+	insertCommit: `INSERT INTO {t} (id, n) VALUES (1, 0)`,
+	updateCommit: `UPDATE {t} SET n = n + 1 WHERE id = 1`,
 	// The fence trigger goes with its table.
 	dropLock:  []string{`DROP TABLE IF EXISTS {t}, {t_fence}, {t_version}`},
 	advLock:   `SELECT GET_LOCK(?, 10)`,

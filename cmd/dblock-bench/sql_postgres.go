@@ -9,11 +9,14 @@ import (
 // postgresSQL holds every statement the suite sends to PostgreSQL besides
 // dblock's own. {t} is replaced by a quoted table name.
 var postgresSQL = dbSQL{
-	quote:     func(ident string) string { return `"` + ident + `"` },
-	createRaw: `CREATE TABLE {t} (key_id TEXT NOT NULL PRIMARY KEY)`,
-	insertRaw: `INSERT INTO {t} (key_id) VALUES ($1) ON CONFLICT DO NOTHING`,
-	deleteRaw: `DELETE FROM {t} WHERE key_id = $1`,
-	dropRaw:   []string{`DROP TABLE IF EXISTS {t}`},
+	quote:        func(ident string) string { return `"` + ident + `"` },
+	createRaw:    `CREATE TABLE {t} (key_id TEXT NOT NULL PRIMARY KEY)`,
+	insertRaw:    `INSERT INTO {t} (key_id) VALUES ($1) ON CONFLICT DO NOTHING`,
+	deleteRaw:    `DELETE FROM {t} WHERE key_id = $1`,
+	dropRaw:      []string{`DROP TABLE IF EXISTS {t}`},
+	createCommit: `CREATE TABLE {t} (id INT NOT NULL PRIMARY KEY, n BIGINT NOT NULL)`,
+	insertCommit: `INSERT INTO {t} (id, n) VALUES (1, 0)`,
+	updateCommit: `UPDATE {t} SET n = n + 1 WHERE id = 1`,
 	dropLock: []string{
 		`DROP TABLE IF EXISTS {t}, {t_version}`,
 		`DROP SEQUENCE IF EXISTS {t_token_seq}`,

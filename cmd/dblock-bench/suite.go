@@ -31,7 +31,8 @@ type config struct {
 // database.
 type benchCase struct {
 	name     string
-	baseline string // case compared with at the same g ("" for none)
+	baseline string // case compared with ("" for none)
+	baseG    int    // goroutines of the baseline; 0: the case's own g
 	gs       []int
 	only     dblock.Dialect // "" for every database
 	run      func(ctx context.Context, t *target, cfg config, g int) (Row, error)
@@ -44,7 +45,10 @@ func cases() []benchCase {
 		{name: "dblock", baseline: "raw", gs: []int{1, 8}, run: dblockCycle},
 		// MySQL and SQLite releases are always durable: PostgreSQL only.
 		{name: "dblock-durable", baseline: "raw", gs: []int{1, 8}, only: dblock.Postgres, run: durableCycle},
-		{name: "contended", gs: []int{8}, run: contended},
+		// A handoff is at least one durable commit: the contended case is
+		// compared with one connection's back-to-back commits.
+		{name: "commit", gs: []int{1}, run: serialCommit},
+		{name: "contended", baseline: "commit", baseG: 1, gs: []int{8}, run: contended},
 		{name: "advisory-raw", gs: []int{1, 8}, run: sessionRaw},
 	}
 	cs = append(cs, extraCases...)
@@ -130,7 +134,10 @@ func runTarget(ctx context.Context, cfg config, d dblock.Dialect, out io.Writer)
 				pair = []Row{r}
 			}
 			for _, r := range pair {
-				r.DB, r.Goroutines = string(d), g
+				r.DB = string(d)
+				if r.Goroutines == 0 {
+					r.Goroutines = g
+				}
 				rows = append(rows, r)
 				printRow(out, r.cells())
 			}
@@ -145,9 +152,13 @@ func runTarget(ctx context.Context, cfg config, d dblock.Dialect, out io.Writer)
 func alternate(ctx context.Context, t *target, cfg config, b, c benchCase, g int) (rb, rc Row, err error) {
 	slice := cfg
 	slice.duration = max(cfg.duration/time.Duration(max(cfg.rounds, 1)), time.Millisecond)
+	bg := g
+	if b.baseG == 0 && c.baseG != 0 {
+		bg = c.baseG
+	}
 	var bs, cs []Row
 	for range max(cfg.rounds, 1) {
-		r, err := b.run(ctx, t, slice, g)
+		r, err := b.run(ctx, t, slice, bg)
 		if err != nil {
 			return rb, rc, err
 		}
@@ -159,11 +170,13 @@ func alternate(ctx context.Context, t *target, cfg config, b, c benchCase, g int
 	}
 	rb, rc = mergeRows(bs), mergeRows(cs)
 	rb.Case, rc.Case = b.name, c.name
+	rb.Goroutines, rc.Goroutines = bg, g
 	return rb, rc, nil
 }
 
 // mergeRows adds up the slices of one measurement: operations, seconds and
-// errors add; p50 and p99 are the median of the slices' values.
+// errors add; p50 and p99 are the median of the slices' values; the
+// contended details are merged by mergeContended.
 func mergeRows(rs []Row) Row {
 	m := rs[0]
 	m.Ops, m.Seconds, m.Errors = 0, 0, 0
@@ -183,5 +196,25 @@ func mergeRows(rs []Row) Row {
 	slices.Sort(p50s)
 	slices.Sort(p99s)
 	m.P50Micros, m.P99Micros = p50s[len(p50s)/2], p99s[len(p99s)/2]
+	m.Contended = mergeContended(rs)
 	return m
+}
+
+// mergeContended merges the contended details of slices: handoffs,
+// deadlocks and overlaps add; max share and longest wait are the worst
+// slice's (the share of a whole run is at most its worst slice's).
+func mergeContended(rs []Row) *ContendedStat {
+	if rs[0].Contended == nil {
+		return nil
+	}
+	m := *rs[0].Contended
+	for _, r := range rs[1:] {
+		c := r.Contended
+		m.Handoffs += c.Handoffs
+		m.Deadlocks += c.Deadlocks
+		m.Overlaps += c.Overlaps
+		m.MaxShare = max(m.MaxShare, c.MaxShare)
+		m.LongestWaitMicros = max(m.LongestWaitMicros, c.LongestWaitMicros)
+	}
+	return &m
 }

@@ -21,6 +21,9 @@ type dbSQL struct {
 	// The raw cycle's table and statements.
 	createRaw, insertRaw, deleteRaw string
 	dropRaw                         []string
+	// The commit case's table (one row, id 1) and its one-row update,
+	// which must change the row (MySQL skips writing an unchanged one).
+	createCommit, insertCommit, updateCommit string
 	// dropLock removes a migrated lock table and its companions.
 	dropLock []string
 	// Session locks, raw: lock and unlock one name on a pinned connection.
@@ -40,13 +43,14 @@ var dialectSQL = map[dblock.Dialect]dbSQL{}
 // target is one database under test: its DSN, its statements, and the random
 // tables the suite created on it.
 type target struct {
-	dialect   dblock.Dialect
-	dsn       string
-	sql       dbSQL
-	admin     *sql.DB // setup, teardown, statistics
-	lockTable string  // migrated dblock table
-	rawTable  string  // plain table of the raw cycle
-	seed      int64   // distinguishes this run's session-lock names
+	dialect     dblock.Dialect
+	dsn         string
+	sql         dbSQL
+	admin       *sql.DB // setup, teardown, statistics
+	lockTable   string  // migrated dblock table
+	rawTable    string  // plain table of the raw cycle
+	commitTable string  // one-row table of the commit case
+	seed        int64   // distinguishes this run's session-lock names
 }
 
 // stmt returns s with {t} and {t_suffix} replaced by quoted table names.
@@ -66,8 +70,9 @@ func openTarget(ctx context.Context, d dblock.Dialect, dsn string) (*target, err
 		return nil, fmt.Errorf("unknown database %q", d)
 	}
 	t := &target{dialect: d, dsn: dsn, sql: s,
-		lockTable: dbtest.TableName(), rawTable: dbtest.TableName(), seed: randomSeed()}
-	for _, name := range []string{t.lockTable, t.rawTable} {
+		lockTable: dbtest.TableName(), rawTable: dbtest.TableName(), commitTable: dbtest.TableName(),
+		seed: randomSeed()}
+	for _, name := range []string{t.lockTable, t.rawTable, t.commitTable} {
 		if err := dblock.ValidateTable(name); err != nil {
 			return nil, err
 		}
@@ -87,6 +92,11 @@ func openTarget(ctx context.Context, d dblock.Dialect, dsn string) (*target, err
 	}
 	if _, err := t.admin.ExecContext(ctx, t.stmt(s.createRaw, t.rawTable)); err != nil {
 		return nil, errors.Join(fmt.Errorf("creating the raw table: %w", err), t.Close())
+	}
+	for _, q := range []string{s.createCommit, s.insertCommit} {
+		if _, err := t.admin.ExecContext(ctx, t.stmt(q, t.commitTable)); err != nil {
+			return nil, errors.Join(fmt.Errorf("creating the commit table: %w", err), t.Close())
+		}
 	}
 	return t, nil
 }
@@ -125,8 +135,10 @@ func (t *target) Close() error {
 	defer cancel()
 	var errs []error
 	for _, s := range t.sql.dropRaw {
-		if _, err := t.admin.ExecContext(ctx, t.stmt(s, t.rawTable)); err != nil {
-			errs = append(errs, err)
+		for _, table := range []string{t.rawTable, t.commitTable} {
+			if _, err := t.admin.ExecContext(ctx, t.stmt(s, table)); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	for _, s := range t.sql.dropLock {

@@ -29,6 +29,23 @@ func rawCycle(ctx context.Context, t *target, cfg config, g int) (Row, error) {
 	return rowFrom(m), nil
 }
 
+// serialCommit updates one row in autocommit, one statement after another
+// on one connection (g is 1): each waits for its own flush. Handoffs of one
+// key follow each other and each waits for at least one flush, so this
+// rate bounds the contended case's.
+func serialCommit(ctx context.Context, t *target, cfg config, g int) (Row, error) {
+	db, err := t.pool(g)
+	if err != nil {
+		return Row{}, err
+	}
+	defer db.Close()
+	upd := t.stmt(t.sql.updateCommit, t.commitTable)
+	m := loop(ctx, g, cfg.duration, func(ctx context.Context, _ int) error {
+		return execOne(ctx, db, upd)
+	})
+	return rowFrom(m), nil
+}
+
 // dblockCycle is TryLock + Unlock through one Locker.
 func dblockCycle(ctx context.Context, t *target, cfg config, g int) (Row, error) {
 	return lockerCycle(ctx, t, cfg, g)
