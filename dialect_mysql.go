@@ -40,12 +40,14 @@ import (
 type mysqlDialect struct {
 	table                   string
 	acquireSQL, releaseSQL  string
+	takeSQL                 string
 	handoffSQL, heldSQL     string
 	renewLockSQL, renewSQL  string
 	renewCheckSQL           string
 	reapFenceSQL, reapScan  string
 	reapLockSQL, reapDelSQL string
 	versionDDL              string
+	rows                    *rowHints // keys whose rows were lately in place
 	tx                      *myTx
 }
 
@@ -54,7 +56,7 @@ var _ dialect = (*mysqlDialect)(nil)
 const myExpired = `update_time + INTERVAL lease_ms * 1000 MICROSECOND <= UTC_TIMESTAMP(6)`
 
 func newMySQL(table string) dialect {
-	m := &mysqlDialect{table: table}
+	m := &mysqlDialect{table: table, rows: newRowHints()}
 	r := strings.NewReplacer("{t}", m.quote(table), "{fence}", m.quote(table+"_fence"),
 		"{free}", "(depth = 0 OR "+myExpired+")", "{expired}", myExpired)
 	m.acquireSQL = r.Replace(`INSERT INTO {t} (key_id, memo, depth, token, lease_ms, update_time, acquired_time)
@@ -67,6 +69,20 @@ ON DUPLICATE KEY UPDATE
   depth = IF({free} OR memo = ?, IF({free}, 1, depth + 1), depth),
   lease_ms = IF({free} OR memo = ?, IF({free}, ?, GREATEST(lease_ms, ?)), lease_ms),
   update_time = IF({free} OR memo = ?, UTC_TIMESTAMP(6), update_time)`)
+	// takeSQL is the acquire of a key whose row is in place: the upsert's
+	// ON DUPLICATE KEY UPDATE alone, without the insert attempt, its
+	// duplicate-key check and the fence's share lock. It needs no fence:
+	// the token is drawn on the locked row. Assignments run left to right
+	// and see the columns already assigned, so {free} is read before
+	// depth, lease_ms and update_time change (as in acquireSQL).
+	m.takeSQL = r.Replace(`UPDATE {t} SET
+  acquired_time = IF({free}, UTC_TIMESTAMP(6), acquired_time),
+  token = IF({free}, LAST_INSERT_ID(token + 1), LAST_INSERT_ID(token)),
+  memo = ?,
+  depth = IF({free}, 1, depth + 1),
+  lease_ms = IF({free}, ?, GREATEST(lease_ms, ?)),
+  update_time = UTC_TIMESTAMP(6)
+WHERE key_id = ? AND ({free} OR memo = ?)`)
 	m.releaseSQL = r.Replace(`UPDATE {t} SET
   memo = IF(depth = 1, '', memo),
   lease_ms = IF(depth = 1, 0, lease_ms),
@@ -106,8 +122,43 @@ WHERE key_id IN ({keys}) AND (key_id, token) IN ({refs}) AND depth > 0 AND NOT (
 
 func (m *mysqlDialect) quote(ident string) string { return "`" + ident + "`" }
 
+// acquire takes key for owner. A key whose row this Locker lately saw is
+// first updated in place; when that takes nothing, a read tells a key held
+// by another owner (ErrLocked, nothing written) from a row that is gone,
+// which the upsert then inserts again, as it does a key never seen.
 func (m *mysqlDialect) acquire(ctx context.Context, q querier, key, owner string, ttl time.Duration) (int64, bool, error) {
 	ms := ttl.Milliseconds()
+	if m.rows.has(key) {
+		if token, ok, err := m.take(ctx, q, key, owner, ms); ok || err != nil {
+			return token, ok, err
+		}
+		if held, err := m.held(ctx, q, key, owner); held || err != nil {
+			return 0, false, err
+		}
+	}
+	token, ok, err := m.upsert(ctx, q, key, owner, ms)
+	if err == nil {
+		m.rows.add(key) // the row is there now, ours or not
+	}
+	return token, ok, err
+}
+
+func (m *mysqlDialect) take(ctx context.Context, q querier, key, owner string, ms int64) (int64, bool, error) {
+	res, err := q.ExecContext(ctx, m.takeSQL, owner, ms, ms, key, owner)
+	if err != nil {
+		return 0, false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return 0, false, err
+	}
+	token, err := res.LastInsertId()
+	if err == nil && token <= 0 {
+		err = fmt.Errorf("dblock: acquire of %q in place reported token %d", key, token)
+	}
+	return token, err == nil, err
+}
+
+func (m *mysqlDialect) upsert(ctx context.Context, q querier, key, owner string, ms int64) (int64, bool, error) {
 	res, err := q.ExecContext(ctx, m.acquireSQL, key, owner, ms,
 		owner,        // token
 		owner, owner, // memo

@@ -11,8 +11,8 @@ import (
 // by kind. The real statements still run.
 type Counts struct {
 	Acquires, Handoffs, Releases atomic.Int64
-	// InPlace counts the acquires that were PostgreSQL's update in place
-	// (also counted in Acquires).
+	// InPlace counts the acquires that were an update in place
+	// (PostgreSQL, MySQL; also counted in Acquires).
 	InPlace atomic.Int64
 }
 

@@ -81,54 +81,79 @@ func commitMode(ctx context.Context, t *testing.T, q interface {
 	return mode
 }
 
-// PostgreSQL takes a key whose row it has seen by updating that row in
-// place, and a key it has not seen, or whose row is gone or held, through
-// the upsert.
+// A Locker takes a key whose row it has seen by updating that row in place,
+// and a key it has not seen, or whose row is gone or held, through the
+// upsert (PostgreSQL and MySQL).
 func TestAcquireInPlace(t *testing.T) {
-	ctx := ctxT(t, time.Minute)
-	l, db, table := dbtest.Locker(t, dblock.Postgres)
-	counts := dblock.CountStatements(l)
-	want := func(step string, acquires, inPlace int64) {
-		t.Helper()
-		if a, i := counts.Acquires.Load(), counts.InPlace.Load(); a != acquires || i != inPlace {
-			t.Fatalf("%s: %d acquire statements (%d in place), want %d (%d)", step, a, i, acquires, inPlace)
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
+		ctx := ctxT(t, time.Minute)
+		l, db, table := dbtest.Locker(t, d)
+		counts := dblock.CountStatements(l)
+		want := func(step string, acquires, inPlace int64) {
+			t.Helper()
+			if a, i := counts.Acquires.Load(), counts.InPlace.Load(); a != acquires || i != inPlace {
+				t.Fatalf("%s: %d acquire statements (%d in place), want %d (%d)", step, a, i, acquires, inPlace)
+			}
 		}
-	}
-	first := mustLock(t)(l.TryLock(ctx, "k"))
-	want("a new key", 1, 0)
-	if err := first.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	second := mustLock(t)(l.TryLock(ctx, "k"))
-	want("a released row", 2, 1)
-	if second.Token() <= first.Token() {
-		t.Fatalf("token %d after %d", second.Token(), first.Token())
-	}
-
-	// A row another owner holds: the upsert says so; once seen, the update
-	// in place is tried first, changes nothing, and a read (not counted)
-	// tells that the row is held, without the upsert's write.
-	rival, _ := newLocker(t, dblock.Postgres, table)
-	held := mustLock(t)(rival.TryLock(ctx, "busy"))
-	for i, w := range [][2]int64{{3, 1}, {4, 2}} {
-		if _, err := l.TryLock(ctx, "busy"); !errors.Is(err, dblock.ErrLocked) {
-			t.Fatalf("TryLock of a held key (try %d) = %v, want ErrLocked", i+1, err)
+		first := mustLock(t)(l.TryLock(ctx, "k"))
+		want("a new key", 1, 0)
+		if err := first.Unlock(ctx); err != nil {
+			t.Fatal(err)
 		}
-		want("a held key", w[0], w[1])
-	}
-	if r, _ := readRow(t, db, dblock.Postgres, table, "busy"); r.token != held.Token() || r.depth != 1 {
-		t.Fatalf("the held row changed: %+v", r)
-	}
+		second := mustLock(t)(l.TryLock(ctx, "k"))
+		want("a released row", 2, 1)
+		if second.Token() <= first.Token() {
+			t.Fatalf("token %d after %d", second.Token(), first.Token())
+		}
+		if r, _ := readRow(t, db, d, table, "k"); r.memo != second.Owner() || r.depth != 1 || r.token != second.Token() {
+			t.Fatalf("row after the update in place = %+v, want held by %s with token %d", r, second.Owner(), second.Token())
+		}
 
-	// A row deleted behind the Locker's back: the update finds nothing and
-	// the upsert inserts it again, with a larger token.
-	if err := second.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	mustExec(t, db, `DELETE FROM "`+table+`" WHERE key_id = 'k'`)
-	third := mustLock(t)(l.TryLock(ctx, "k"))
-	want("a deleted row", 6, 3)
-	if third.Token() <= second.Token() {
-		t.Fatalf("token %d after %d", third.Token(), second.Token())
-	}
+		// A row another owner holds: the upsert says so; once seen, the
+		// update in place is tried first, changes nothing, and a read (not
+		// counted) tells that the row is held, without the upsert's write.
+		rival, _ := newLocker(t, d, table)
+		held := mustLock(t)(rival.TryLock(ctx, "busy", dblock.Owner("worker-1")))
+		for i, w := range [][2]int64{{3, 1}, {4, 2}} {
+			if _, err := l.TryLock(ctx, "busy"); !errors.Is(err, dblock.ErrLocked) {
+				t.Fatalf("TryLock of a held key (try %d) = %v, want ErrLocked", i+1, err)
+			}
+			want("a held key", w[0], w[1])
+		}
+		if r, _ := readRow(t, db, d, table, "busy"); r.token != held.Token() || r.depth != 1 {
+			t.Fatalf("the held row changed: %+v", r)
+		}
+		// The same owner through this Locker re-enters in place: the
+		// holder's token, one level deeper.
+		inner := mustLock(t)(l.TryLock(ctx, "busy", dblock.Owner("worker-1")))
+		want("a re-entry", 5, 3)
+		if r, _ := readRow(t, db, d, table, "busy"); inner.Token() != held.Token() || r.token != held.Token() || r.depth != 2 {
+			t.Fatalf("re-entry: token %d, row %+v; want token %d at depth 2", inner.Token(), r, held.Token())
+		}
+
+		// A lapsed lease (its row held two levels deep) is taken over in
+		// place: a fresh acquisition at depth 1 with a larger token.
+		back := map[dblock.Dialect]string{
+			dblock.Postgres: `update_time - interval '1 hour'`,
+			dblock.MySQL:    `update_time - INTERVAL 1 HOUR`,
+		}[d]
+		mustExec(t, db, `UPDATE `+quote(d, table)+` SET update_time = `+back+` WHERE key_id = 'busy'`)
+		taken := mustLock(t)(l.TryLock(ctx, "busy"))
+		want("a lapsed lease", 6, 4)
+		if r, _ := readRow(t, db, d, table, "busy"); taken.Token() <= held.Token() || r.memo != taken.Owner() || r.depth != 1 || r.token != taken.Token() || r.lease <= 0 {
+			t.Fatalf("takeover: token %d after %d, row %+v", taken.Token(), held.Token(), r)
+		}
+
+		// A row deleted behind the Locker's back: the update finds nothing
+		// and the upsert inserts it again, with a larger token.
+		if err := second.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		mustExec(t, db, `DELETE FROM `+quote(d, table)+` WHERE key_id = 'k'`)
+		third := mustLock(t)(l.TryLock(ctx, "k"))
+		want("a deleted row", 8, 5)
+		if third.Token() <= second.Token() {
+			t.Fatalf("token %d after %d", third.Token(), second.Token())
+		}
+	})
 }
