@@ -11,22 +11,41 @@ import (
 // The uncontended cases: g goroutines, each cycling on its own key.
 
 // rawCycle inserts a key (INSERT … ON CONFLICT DO NOTHING, INSERT IGNORE)
-// and deletes it again, in autocommit: the floor any row lock pays.
+// and deletes it again, in autocommit: the floor any row lock pays. The
+// statements are prepared once, as dblock's are: go-sql-driver would
+// otherwise prepare, execute and close one at every call.
 func rawCycle(ctx context.Context, t *target, cfg config, g int) (Row, error) {
 	db, err := t.pool(2 * g)
 	if err != nil {
 		return Row{}, err
 	}
 	defer db.Close()
-	ins, del := t.stmt(t.sql.insertRaw, t.rawTable), t.stmt(t.sql.deleteRaw, t.rawTable)
+	stmts, err := prepare(ctx, db, t.stmt(t.sql.insertRaw, t.rawTable), t.stmt(t.sql.deleteRaw, t.rawTable))
+	if err != nil {
+		return Row{}, err
+	}
+	ins, del := stmts[0], stmts[1]
 	keys := workerKeys("raw", g)
 	m := loop(ctx, g, cfg.duration, func(ctx context.Context, w int) error {
-		if _, err := db.ExecContext(ctx, ins, keys[w]); err != nil {
+		if _, err := ins.ExecContext(ctx, keys[w]); err != nil {
 			return err
 		}
-		return execOne(ctx, db, del, keys[w])
+		return execOne(del.ExecContext(ctx, keys[w]))
 	})
 	return rowFrom(m), nil
+}
+
+// prepare prepares each query on db; the statements close with db.
+func prepare(ctx context.Context, db *sql.DB, queries ...string) ([]*sql.Stmt, error) {
+	stmts := make([]*sql.Stmt, len(queries))
+	for i, q := range queries {
+		s, err := db.PrepareContext(ctx, q)
+		if err != nil {
+			return nil, fmt.Errorf("preparing %q: %w", q, err)
+		}
+		stmts[i] = s
+	}
+	return stmts, nil
 }
 
 // serialCommit updates one row in autocommit, one statement after another
@@ -39,9 +58,12 @@ func serialCommit(ctx context.Context, t *target, cfg config, g int) (Row, error
 		return Row{}, err
 	}
 	defer db.Close()
-	upd := t.stmt(t.sql.updateCommit, t.commitTable)
+	stmts, err := prepare(ctx, db, t.stmt(t.sql.updateCommit, t.commitTable))
+	if err != nil {
+		return Row{}, err
+	}
 	m := loop(ctx, g, cfg.duration, func(ctx context.Context, _ int) error {
-		return execOne(ctx, db, upd)
+		return execOne(stmts[0].ExecContext(ctx))
 	})
 	return rowFrom(m), nil
 }
@@ -78,9 +100,9 @@ func tryUnlock[L interface{ Unlock(context.Context) error }](try func(context.Co
 	}
 }
 
-// execOne runs a statement that must change exactly one row.
-func execOne(ctx context.Context, db *sql.DB, stmt string, args ...any) error {
-	res, err := db.ExecContext(ctx, stmt, args...)
+// execOne checks the result of a statement that must change exactly one
+// row.
+func execOne(res sql.Result, err error) error {
 	if err != nil {
 		return err
 	}
