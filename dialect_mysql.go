@@ -122,25 +122,14 @@ WHERE key_id IN ({keys}) AND (key_id, token) IN ({refs}) AND depth > 0 AND NOT (
 
 func (m *mysqlDialect) quote(ident string) string { return "`" + ident + "`" }
 
-// acquire takes key for owner. A key whose row this Locker lately saw is
-// first updated in place; when that takes nothing, a read tells a key held
-// by another owner (ErrLocked, nothing written) from a row that is gone,
-// which the upsert then inserts again, as it does a key never seen.
+// acquire takes key in place when this Locker has lately seen its row, else
+// through the upsert (rowHints.acquireVia).
 func (m *mysqlDialect) acquire(ctx context.Context, q querier, key, owner string, ttl time.Duration) (int64, bool, error) {
 	ms := ttl.Milliseconds()
-	if m.rows.has(key) {
-		if token, ok, err := m.take(ctx, q, key, owner, ms); ok || err != nil {
-			return token, ok, err
-		}
-		if held, err := m.held(ctx, q, key, owner); held || err != nil {
-			return 0, false, err
-		}
-	}
-	token, ok, err := m.upsert(ctx, q, key, owner, ms)
-	if err == nil {
-		m.rows.add(key) // the row is there now, ours or not
-	}
-	return token, ok, err
+	return m.rows.acquireVia(key,
+		func() (int64, bool, error) { return m.take(ctx, q, key, owner, ms) },
+		func() (int64, bool, error) { return m.upsert(ctx, q, key, owner, ms) },
+		func() (bool, error) { return m.held(ctx, q, key, owner) })
 }
 
 func (m *mysqlDialect) take(ctx context.Context, q querier, key, owner string, ms int64) (int64, bool, error) {

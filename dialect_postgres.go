@@ -142,29 +142,17 @@ RETURNING l.key_id, l.depth > 0`)
 
 func (p *postgres) quote(ident string) string { return `"` + ident + `"` }
 
-// acquire updates the key's row in place when this Locker has lately seen
-// that row (the usual way a key in use is taken). When that takes nothing, a
-// read tells a row another owner holds (not acquired) from one that is gone
-// or changed meanwhile; only then, or for a key not seen lately, does it run
-// the upsert, which inserts a missing row or settles the race with a
-// concurrent insert or release. A key seen for the first time costs one
-// statement.
+// acquire takes key in place when this Locker has lately seen its row, else
+// through the upsert (rowHints.acquireVia). A key seen for the first time
+// costs one statement.
 func (p *postgres) acquire(ctx context.Context, q querier, key, owner string, ttl time.Duration) (int64, bool, error) {
-	if p.rows.has(key) {
-		if token, ok, err := scanToken(q.QueryRowContext(ctx, p.takeSQL, key, owner, ttl.Milliseconds())); ok || err != nil {
-			return token, ok, err
-		}
-		// Most often the row is held: a read says so without the upsert's
-		// row lock and commit, which would hold up the holder's release.
-		if held, err := p.held(ctx, q, key, owner); held || err != nil {
-			return 0, false, err
-		}
-	}
-	token, ok, err := scanToken(q.QueryRowContext(ctx, p.acquireSQL, key, owner, ttl.Milliseconds(), p.fenceKey))
-	if err == nil {
-		p.rows.add(key) // the row is there now, ours or not
-	}
-	return token, ok, err
+	ms := ttl.Milliseconds()
+	return p.rows.acquireVia(key,
+		func() (int64, bool, error) { return scanToken(q.QueryRowContext(ctx, p.takeSQL, key, owner, ms)) },
+		func() (int64, bool, error) {
+			return scanToken(q.QueryRowContext(ctx, p.acquireSQL, key, owner, ms, p.fenceKey))
+		},
+		func() (bool, error) { return p.held(ctx, q, key, owner) })
 }
 
 func (p *postgres) release(ctx context.Context, q querier, key, owner string, token int64) (bool, error) {

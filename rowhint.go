@@ -35,3 +35,27 @@ func (h *rowHints) has(key string) bool {
 	_, ok := h.m[key]
 	return ok
 }
+
+// acquireVia is a dialect's acquire with row hints: a key whose row was
+// lately seen is first taken in place; when that takes nothing, a read
+// (held) tells a row another owner holds (not acquired, nothing written:
+// the upsert's row lock and commit would hold up the holder's release) from
+// one that is gone or changed meanwhile. Only then, or for a key not seen
+// lately, does the upsert run, which inserts a missing row or settles the
+// race with a concurrent insert or release.
+func (h *rowHints) acquireVia(key string,
+	take, upsert func() (int64, bool, error), held func() (bool, error)) (int64, bool, error) {
+	if h.has(key) {
+		if token, ok, err := take(); ok || err != nil {
+			return token, ok, err
+		}
+		if taken, err := held(); taken || err != nil {
+			return 0, false, err
+		}
+	}
+	token, ok, err := upsert()
+	if err == nil {
+		h.add(key) // the row is there now, ours or not
+	}
+	return token, ok, err
+}
