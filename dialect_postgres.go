@@ -224,9 +224,9 @@ func (p *postgres) renew(ctx context.Context, db *sql.DB, refs []heldRef) (lost,
 	return missing(refs, live), busy, nil
 }
 
-// reapLockTimeout bounds how long a reap batch waits for the reap fence; a
-// pass that cannot get it gives up with ErrLockTimeout and the next one tries
-// again.
+// reapLockTimeout bounds how long a reap batch waits for the reap fence
+// (while it waits, new acquires queue behind it); a batch that cannot get it
+// fails with ErrLockTimeout, and Reap tries it again after a pause.
 const reapLockTimeout = "50ms"
 
 // reap deletes a batch in a short transaction that first takes the table's

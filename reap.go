@@ -2,22 +2,38 @@ package dblock
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 )
 
 // reapBatch bounds the rows one reaping statement deletes, so no statement
 // keeps many rows locked for long.
 const reapBatch = 500
 
+// A reap batch that could not get the reap fence is tried again up to
+// reapFenceTries times, after jittered pauses from reapFencePause/2 growing
+// to 5×reapFencePause: another reaper holds the fence for one batch, an
+// acquire for one statement.
+const (
+	reapFenceTries = 16
+	reapFencePause = 20 * time.Millisecond
+)
+
 // Reap deletes expired and released rows from the lock table, in batches of
 // at most 500 rows each in its own short transaction, and returns how many it
 // deleted. It never deletes a live lock (the condition is checked again on the
 // locked row), and any number of nodes may reap at once. Fencing tokens stay
 // increasing across the deletion. A batch the database rolled back (deadlock,
-// serialization failure) is tried again a few times. See package reaper to
-// run it on a schedule.
+// serialization failure) is tried again a few times. On PostgreSQL a batch
+// first waits up to 50 ms for the table's reap fence, which other reapers and
+// acquires in flight hold; a batch that cannot get it is tried again after a
+// short pause, for about two seconds in all, before Reap gives up with
+// ErrLockTimeout (sooner when ctx ends or the Locker closes). See package
+// reaper to run it on a schedule.
 func (l *Locker) Reap(ctx context.Context) (int, error) {
-	total, retries := 0, 0
+	total, retries, fenceTries := 0, 0, 0
+	fence := newBackoff(reapFencePause/2, 5*reapFencePause)
 	for {
 		keys, err := l.d.reap(ctx, l.db, reapBatch)
 		total += len(keys)
@@ -25,6 +41,12 @@ func (l *Locker) Reap(ctx context.Context) (int, error) {
 			if l.d.classify(err) == errRolledBack && retries < maxRollbackRetries && ctx.Err() == nil {
 				retries++
 				continue
+			}
+			if errors.Is(err, ErrLockTimeout) && fenceTries < reapFenceTries {
+				fenceTries++
+				if l.pause(ctx, "", fence) == nil {
+					continue
+				}
 			}
 			return total, l.wrapErr("reap", "", err)
 		}
