@@ -40,7 +40,7 @@ import (
 type mysqlDialect struct {
 	table                   string
 	acquireSQL, releaseSQL  string
-	takeSQL                 string
+	takeSQL, releaseLastSQL string
 	handoffSQL, heldSQL     string
 	renewLockSQL, renewSQL  string
 	renewCheckSQL           string
@@ -69,26 +69,27 @@ ON DUPLICATE KEY UPDATE
   depth = IF({free} OR memo = ?, IF({free}, 1, depth + 1), depth),
   lease_ms = IF({free} OR memo = ?, IF({free}, ?, GREATEST(lease_ms, ?)), lease_ms),
   update_time = IF({free} OR memo = ?, UTC_TIMESTAMP(6), update_time)`)
-	// takeSQL is the acquire of a key whose row is in place: the upsert's
-	// ON DUPLICATE KEY UPDATE alone, without the insert attempt, its
-	// duplicate-key check and the fence's share lock. It needs no fence:
-	// the token is drawn on the locked row. Assignments run left to right
-	// and see the columns already assigned, so {free} is read before
-	// depth, lease_ms and update_time change (as in acquireSQL).
+	// takeSQL is the acquire of a free key whose row is in place: no insert
+	// attempt, duplicate-key check or fence share lock, and none of the
+	// upsert's per-column IF()s, which MariaDB evaluates again at every
+	// execution of the prepared statement. It needs no fence: the token is
+	// drawn on the locked row, and WHERE is evaluated before any assignment.
+	// A re-entry (the row held by our memo) takes nothing here and goes on
+	// to the upsert.
 	m.takeSQL = r.Replace(`UPDATE {t} SET
-  acquired_time = IF({free}, UTC_TIMESTAMP(6), acquired_time),
-  token = IF({free}, LAST_INSERT_ID(token + 1), LAST_INSERT_ID(token)),
-  memo = ?,
-  depth = IF({free}, 1, depth + 1),
-  lease_ms = IF({free}, ?, GREATEST(lease_ms, ?)),
-  update_time = UTC_TIMESTAMP(6)
-WHERE key_id = ? AND ({free} OR memo = ?)`)
+  acquired_time = UTC_TIMESTAMP(6), token = LAST_INSERT_ID(token + 1),
+  memo = ?, depth = 1, lease_ms = ?, update_time = UTC_TIMESTAMP(6)
+WHERE key_id = ? AND {free}`)
 	m.releaseSQL = r.Replace(`UPDATE {t} SET
   memo = IF(depth = 1, '', memo),
   lease_ms = IF(depth = 1, 0, lease_ms),
   update_time = IF(depth = 1, UTC_TIMESTAMP(6), update_time),
   depth = depth - 1
 WHERE key_id = ? AND memo = ? AND token = ? AND depth > 0 AND NOT ({expired})`)
+	// releaseLastSQL is the release of the last level, the common case,
+	// with constant assignments; releaseSQL handles any depth.
+	m.releaseLastSQL = r.Replace(`UPDATE {t} SET memo = '', lease_ms = 0, update_time = UTC_TIMESTAMP(6), depth = 0
+WHERE key_id = ? AND memo = ? AND token = ? AND depth = 1 AND NOT ({expired})`)
 	m.heldSQL = r.Replace(`SELECT 1 FROM {t} WHERE key_id = ? AND memo <> ? AND depth > 0 AND NOT ({expired})`)
 	// The handover reports its token through LAST_INSERT_ID(expr), as the
 	// acquire does; the WHERE clause is evaluated before any assignment.
@@ -133,7 +134,7 @@ func (m *mysqlDialect) acquire(ctx context.Context, q querier, key, owner string
 }
 
 func (m *mysqlDialect) take(ctx context.Context, q querier, key, owner string, ms int64) (int64, bool, error) {
-	res, err := q.ExecContext(ctx, m.takeSQL, owner, ms, ms, key, owner)
+	res, err := q.ExecContext(ctx, m.takeSQL, owner, ms, key)
 	if err != nil {
 		return 0, false, err
 	}
@@ -164,13 +165,19 @@ func (m *mysqlDialect) upsert(ctx context.Context, q querier, key, owner string,
 	return token, token > 0, nil
 }
 
+// release tries the last level's release first: when that finds nothing
+// (the row is held deeper, or no longer ours) the general form decides.
 func (m *mysqlDialect) release(ctx context.Context, q querier, key, owner string, token int64) (bool, error) {
-	res, err := q.ExecContext(ctx, m.releaseSQL, key, owner, token)
-	if err != nil {
-		return false, err
+	for _, query := range [...]string{m.releaseLastSQL, m.releaseSQL} {
+		res, err := q.ExecContext(ctx, query, key, owner, token)
+		if err != nil {
+			return false, err
+		}
+		if n, err := res.RowsAffected(); n == 1 || err != nil {
+			return n == 1, err
+		}
 	}
-	n, err := res.RowsAffected()
-	return n == 1, err
+	return false, nil
 }
 
 func (m *mysqlDialect) held(ctx context.Context, q querier, key, owner string) (bool, error) {

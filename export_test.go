@@ -3,7 +3,7 @@ package dblock
 import (
 	"context"
 	"database/sql"
-	"strings"
+	"fmt"
 	"sync/atomic"
 )
 
@@ -19,7 +19,7 @@ type Counts struct {
 // CountStatements makes l count the statements that take and give up keys.
 // Test hook.
 func CountStatements(l *Locker) *Counts {
-	c := &countingQuerier{querier: l.q, c: new(Counts)}
+	c := &countingQuerier{querier: l.q, c: new(Counts), kinds: statementKinds(l.d)}
 	l.q = c
 	return c.c
 }
@@ -28,8 +28,32 @@ func CountStatements(l *Locker) *Counts {
 // handovers. Test hook.
 func CountAcquires(l *Locker) *atomic.Int64 {
 	n := new(atomic.Int64)
-	l.q = &countingQuerier{querier: l.q, c: new(Counts), onTake: func() { n.Add(1) }}
+	l.q = &countingQuerier{querier: l.q, c: new(Counts), kinds: statementKinds(l.d), onTake: func() { n.Add(1) }}
 	return n
+}
+
+type stmtKind int
+
+const (
+	kindAcquire stmtKind = iota + 1
+	kindInPlace
+	kindHandoff
+	kindRelease
+)
+
+// statementKinds names each statement text of d that CountStatements counts.
+func statementKinds(d dialect) map[string]stmtKind {
+	switch d := d.(type) {
+	case *postgres:
+		return map[string]stmtKind{d.acquireSQL: kindAcquire, d.takeSQL: kindInPlace,
+			d.handoffSQL: kindHandoff, d.releaseSQL: kindRelease, d.releaseNotifySQL: kindRelease}
+	case *mysqlDialect:
+		return map[string]stmtKind{d.acquireSQL: kindAcquire, d.takeSQL: kindInPlace,
+			d.handoffSQL: kindHandoff, d.releaseSQL: kindRelease, d.releaseLastSQL: kindRelease}
+	case *sqliteDialect:
+		return map[string]stmtKind{d.acquireSQL: kindAcquire, d.handoffSQL: kindHandoff, d.releaseSQL: kindRelease}
+	}
+	panic(fmt.Sprintf("statementKinds: unknown dialect %T", d))
 }
 
 // QueueLen reports how many of l's goroutines wait for key. Test hook.
@@ -45,19 +69,20 @@ func Notifying(l *Locker) bool { return l.notifying() }
 type countingQuerier struct {
 	querier
 	c      *Counts
+	kinds  map[string]stmtKind
 	onTake func()
 }
 
 func (c *countingQuerier) count(q string) {
-	switch {
-	case strings.Contains(q, "INSERT INTO"):
+	switch c.kinds[q] {
+	case kindAcquire:
 		c.c.Acquires.Add(1)
-	case strings.Contains(q, "depth + 1"):
+	case kindInPlace:
 		c.c.Acquires.Add(1)
 		c.c.InPlace.Add(1)
-	case strings.Contains(q, "depth = 1 AND NOT ("):
+	case kindHandoff:
 		c.c.Handoffs.Add(1)
-	case strings.Contains(q, "depth - 1"):
+	case kindRelease:
 		c.c.Releases.Add(1)
 		return
 	default:

@@ -100,6 +100,9 @@ func TestAcquireInPlace(t *testing.T) {
 		if err := first.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
+		if n := counts.Releases.Load(); n != 1 {
+			t.Fatalf("releasing the last level took %d statements, want 1", n)
+		}
 		second := mustLock(t)(l.TryLock(ctx, "k"))
 		want("a released row", 2, 1)
 		if second.Token() <= first.Token() {
@@ -123,10 +126,13 @@ func TestAcquireInPlace(t *testing.T) {
 		if r, _ := readRow(t, db, d, table, "busy"); r.token != held.Token() || r.depth != 1 {
 			t.Fatalf("the held row changed: %+v", r)
 		}
-		// The same owner through this Locker re-enters in place: the
-		// holder's token, one level deeper.
+		// The same owner through this Locker re-enters: the holder's
+		// token, one level deeper. PostgreSQL does it in place; MySQL's
+		// update in place takes only a free row, so the upsert re-enters
+		// (one statement more, counted from here on).
+		reentry := map[dblock.Dialect]int64{dblock.MySQL: 1}[d]
 		inner := mustLock(t)(l.TryLock(ctx, "busy", dblock.Owner("worker-1")))
-		want("a re-entry", 5, 3)
+		want("a re-entry", 5+reentry, 3)
 		if r, _ := readRow(t, db, d, table, "busy"); inner.Token() != held.Token() || r.token != held.Token() || r.depth != 2 {
 			t.Fatalf("re-entry: token %d, row %+v; want token %d at depth 2", inner.Token(), r, held.Token())
 		}
@@ -139,7 +145,7 @@ func TestAcquireInPlace(t *testing.T) {
 		}[d]
 		mustExec(t, db, `UPDATE `+quote(d, table)+` SET update_time = `+back+` WHERE key_id = 'busy'`)
 		taken := mustLock(t)(l.TryLock(ctx, "busy"))
-		want("a lapsed lease", 6, 4)
+		want("a lapsed lease", 6+reentry, 4)
 		if r, _ := readRow(t, db, d, table, "busy"); taken.Token() <= held.Token() || r.memo != taken.Owner() || r.depth != 1 || r.token != taken.Token() || r.lease <= 0 {
 			t.Fatalf("takeover: token %d after %d, row %+v", taken.Token(), held.Token(), r)
 		}
@@ -151,7 +157,7 @@ func TestAcquireInPlace(t *testing.T) {
 		}
 		mustExec(t, db, `DELETE FROM `+quote(d, table)+` WHERE key_id = 'k'`)
 		third := mustLock(t)(l.TryLock(ctx, "k"))
-		want("a deleted row", 8, 5)
+		want("a deleted row", 8+reentry, 5)
 		if third.Token() <= second.Token() {
 			t.Fatalf("token %d after %d", third.Token(), second.Token())
 		}
