@@ -26,13 +26,15 @@ type Locker struct {
 
 	q        querier // l.db through prepared statements
 	stmts    *stmtCache
+	bounds   releaseBounds // of Unlock's statements
 	waits    waitQueues
 	mu       sync.Mutex
 	held     map[*Lock]struct{}
 	heldKeys map[string]int // keys of held, with their count
 	closed   bool
 	kick     chan struct{} // wakes the heartbeat loop for a lock due before wakeAt
-	wakeAt   time.Time     // when the heartbeat loop next wakes (zero: idle); under mu
+	wakeAt   time.Time     // when the heartbeat loop next wakes (zero: not yet known); under mu
+	kicks    atomic.Int64  // kicks the heartbeat loop received
 	closing  chan struct{} // closed by Close
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -277,7 +279,8 @@ const closeWorkers = 8
 // database costs one timeout, not one per lock.
 func (l *Locker) releaseAll(held []*Lock) error {
 	cause := fmt.Errorf("%w: %w", ErrReleased, ErrClosed)
-	deadline := time.Now().Add(releaseTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
 	errs := make([]error, len(held))
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -289,7 +292,7 @@ func (l *Locker) releaseAll(held []*Lock) error {
 				if !held[i].end(cause) {
 					continue // ended meanwhile (Unlock, loss)
 				}
-				if _, err := held[i].releaseRow(context.Background(), deadline); err != nil && !errors.Is(err, ErrNotHeld) {
+				if _, err := held[i].releaseRow(ctx); err != nil && !errors.Is(err, ErrNotHeld) {
 					errs[i] = err
 				}
 			}

@@ -63,6 +63,10 @@ func QueueLen(l *Locker, key string) int {
 	return len(l.waits.q[key])
 }
 
+// Kicks reports how often l's heartbeat loop was woken for a new lock.
+// Test hook.
+func Kicks(l *Locker) int64 { return l.kicks.Load() }
+
 // Notifying reports whether l receives release events. Test hook.
 func Notifying(l *Locker) bool { return l.notifying() }
 

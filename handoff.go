@@ -51,8 +51,7 @@ func (k *Lock) handOff(ctx context.Context) (bool, error) {
 		return false, nil // the head is trying on its own
 	}
 	start := time.Now()
-	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), start.Add(releaseTimeout))
-	defer cancel()
+	ctx = l.bounds.within(ctx)
 	token, ok, err := l.d.handoff(ctx, l.q, k.key, k.owner, k.token, w.lc.owner, w.lc.ttl)
 	switch {
 	case err != nil:
@@ -75,7 +74,7 @@ func (k *Lock) handOff(ctx context.Context) (bool, error) {
 	if !l.register(lk) { // closed meanwhile
 		l.waits.finish(w, nil, "")
 		lk.end(ErrClosed)
-		_, err := lk.releaseRow(ctx, start.Add(releaseTimeout))
+		_, err := lk.releaseRow(ctx)
 		return true, err
 	}
 	l.waits.finish(w, lk, "")

@@ -120,14 +120,13 @@ func (l *Locker) heartbeatLoop() {
 	timer.Stop()
 	var lastErr error
 	for {
-		if wake, ok := l.nextWake(); ok {
-			timer.Reset(time.Until(wake))
-		}
+		timer.Reset(time.Until(l.nextWake()))
 		select {
 		case <-l.closing:
 			timer.Stop()
 			return
 		case <-l.kick:
+			l.kicks.Add(1)
 			timer.Stop()
 			continue
 		case <-timer.C:
@@ -136,8 +135,11 @@ func (l *Locker) heartbeatLoop() {
 	}
 }
 
-// nextWake returns the earliest renewal or deadline among held locks.
-func (l *Locker) nextWake() (time.Time, bool) {
+// nextWake returns the earliest renewal or deadline among held locks, or,
+// when none is held, one heartbeat interval from now: a lock taken before
+// then with the Locker's own lease is due later, so taking it needs no kick
+// (a goroutine wake-up at every acquisition of an idle Locker).
+func (l *Locker) nextWake() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var wake time.Time
@@ -150,8 +152,11 @@ func (l *Locker) nextWake() (time.Time, bool) {
 			wake = t
 		}
 	}
+	if wake.IsZero() {
+		wake = time.Now().Add(l.cfg.heartbeat)
+	}
 	l.wakeAt = wake
-	return wake, !wake.IsZero()
+	return wake
 }
 
 // expire ends every held lock whose local deadline is not after now, with

@@ -194,3 +194,34 @@ func TestCloseReleasesHeldLocks(t *testing.T) {
 		}
 	})
 }
+
+// Taking a lock on an idle Locker does not wake its heartbeat loop when the
+// lock is due after the loop's idle wake-up (one heartbeat interval), but a
+// lock with a shorter lease, due sooner, does, and is renewed in time.
+func TestHeartbeatKicks(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		ctx := ctxT(t, 30*time.Second)
+		l, _, table := dbtest.Locker(t, d, dblock.WithTTL(time.Minute))
+		for i := range 50 {
+			lk := mustLock(t)(l.TryLock(ctx, "idle"))
+			if err := lk.Unlock(ctx); err != nil {
+				t.Fatalf("cycle %d: %v", i, err)
+			}
+		}
+		// The first lock may come before the loop first computed its wake-up.
+		if n := dblock.Kicks(l); n > 1 {
+			t.Fatalf("50 cycles on an idle Locker woke the heartbeat loop %d times, want at most 1", n)
+		}
+		before := dblock.Kicks(l)
+		const ttl = 600 * time.Millisecond
+		short := mustLock(t)(l.TryLock(ctx, "short", dblock.TTL(ttl)))
+		other := lockerOn(t, dbtest.Open(t, d), table)
+		assertHeldFor(t, short, other, 3*ttl)
+		if dblock.Kicks(l) == before {
+			t.Fatal("a lock due before the idle wake-up did not wake the heartbeat loop")
+		}
+		if err := short.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock of the short lease after 3 TTLs: %v", err)
+		}
+	})
+}

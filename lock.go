@@ -98,7 +98,7 @@ func (k *Lock) release(ctx context.Context, cause error) error {
 			return err
 		}
 	}
-	wake, err := k.releaseRow(ctx, time.Now().Add(releaseTimeout))
+	wake, err := k.releaseRow(l.bounds.within(ctx))
 	l.unpin(k.key, wake)
 	return err
 }
@@ -114,14 +114,12 @@ func (k *Lock) end(cause error) bool {
 	return first
 }
 
-// releaseRow takes one level off the lock's row by deadline, whether or not
-// ctx was cancelled. wake says whether our first waiter for the key should
+// releaseRow takes one level off the lock's row within ctx, a bound of the
+// release's own (releaseBounds.within, or Close's deadline). wake says whether our first waiter for the key should
 // now be woken: not when the release notified (the event wakes waiters here
 // and elsewhere alike, so neither has a head start) nor while Lockers contend
 // for the key without events (every waiter polls).
-func (k *Lock) releaseRow(ctx context.Context, deadline time.Time) (wake bool, err error) {
-	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
-	defer cancel()
+func (k *Lock) releaseRow(ctx context.Context) (wake bool, err error) {
 	// Notify only when another Locker waits; otherwise spare the commit a
 	// NOTIFY (PostgreSQL serialises notifying commits).
 	n, can := k.l.d.(notifier)

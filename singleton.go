@@ -197,7 +197,7 @@ func (k *Lock) linger(ctx context.Context, start time.Time, atLeast time.Duratio
 		}
 		return nil
 	}
-	wake, err := k.releaseRow(ctx, time.Now().Add(releaseTimeout))
+	wake, err := k.releaseRow(k.l.bounds.within(ctx))
 	if wake {
 		k.l.waits.wakeHead(k.key)
 	}

@@ -1,0 +1,49 @@
+package dblock
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// releaseBounds bounds the statements of Unlock without a timer for each.
+// A context.WithDeadline per Unlock costs about as much client CPU as the
+// rest of a release outside the driver; instead, releases share one deadline
+// context, replaced when less than releaseTimeout of it is left, so each
+// release still ends within releaseTimeout to twice that.
+type releaseBounds struct {
+	mu         sync.Mutex
+	cur        context.Context
+	end        time.Time
+	cancel     context.CancelFunc
+	prevCancel context.CancelFunc // of the bound before cur, already ended
+}
+
+// within returns a context with ctx's values that is not cancelled with ctx
+// but ends by the shared bound.
+func (b *releaseBounds) within(ctx context.Context) context.Context {
+	now := time.Now()
+	b.mu.Lock()
+	if b.cur == nil || b.end.Sub(now) < releaseTimeout {
+		// The bound before cur ended before cur had releaseTimeout left.
+		if b.prevCancel != nil {
+			b.prevCancel()
+		}
+		b.prevCancel = b.cancel
+		b.end = now.Add(2 * releaseTimeout)
+		b.cur, b.cancel = context.WithDeadline(context.Background(), b.end)
+	}
+	cur := b.cur
+	b.mu.Unlock()
+	return boundCtx{Context: cur, values: context.WithoutCancel(ctx)}
+}
+
+// boundCtx takes its deadline, Done and Err from the embedded bound and its
+// values from the caller's context (without its cancellation, so that
+// context.Cause and derived contexts see the bound alone).
+type boundCtx struct {
+	context.Context
+	values context.Context
+}
+
+func (c boundCtx) Value(key any) any { return c.values.Value(key) }

@@ -1,0 +1,56 @@
+package dblock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+type boundKey struct{}
+
+// A release's context keeps the caller's values, outlives the caller's
+// cancellation, and ends between releaseTimeout and twice that from now;
+// releases close together share one bound, and a bound with less than
+// releaseTimeout left is replaced.
+func TestReleaseBounds(t *testing.T) {
+	var b releaseBounds
+	caller, cancel := context.WithCancelCause(context.WithValue(context.Background(), boundKey{}, "v"))
+	cancel(errors.New("caller gone"))
+
+	start := time.Now()
+	ctx := b.within(caller)
+	if err := ctx.Err(); err != nil {
+		t.Fatalf("release context ended with its caller's: %v", err)
+	}
+	if cause := context.Cause(ctx); cause != nil {
+		t.Fatalf("release context's cause = %v, want none while it runs", cause)
+	}
+	if v := ctx.Value(boundKey{}); v != "v" {
+		t.Fatalf("release context lost the caller's value: %v", v)
+	}
+	dl, ok := ctx.Deadline()
+	if !ok || dl.Before(start.Add(releaseTimeout)) || dl.After(time.Now().Add(2*releaseTimeout)) {
+		t.Fatalf("deadline %v (set %v), want within [%v, %v] from now", dl.Sub(start), ok, releaseTimeout, 2*releaseTimeout)
+	}
+	if dl2, _ := b.within(context.Background()).Deadline(); !dl2.Equal(dl) {
+		t.Fatalf("a second release got bound %v, want the shared %v", dl2, dl)
+	}
+
+	// Less than releaseTimeout left: a new bound, and the one before the
+	// old (long ended) is cancelled.
+	first := b.cur
+	b.end = time.Now().Add(releaseTimeout - time.Millisecond)
+	if dl3, _ := b.within(caller).Deadline(); !dl3.After(dl) {
+		t.Fatalf("bound not replaced: %v, old %v", dl3, dl)
+	}
+	second := b.cur
+	b.end = time.Now()
+	b.within(caller)
+	if first.Err() == nil {
+		t.Fatal("the bound two generations back was not cancelled")
+	}
+	if second.Err() != nil {
+		t.Fatal("the previous bound was cancelled while releases may still use it")
+	}
+}
