@@ -69,10 +69,24 @@ func TestMySQLSimultaneousAssignment(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			want("released", "", 0, a.Token(), 0)
+			// The memo stays (so the row keeps its length); depth 0 says
+			// the row is free, and the same owner taking it again gets a
+			// fresh acquisition, not a re-entry, here through the upsert
+			// (a Locker that has not seen the row).
+			want("released", "A", 0, a.Token(), 0)
+			fresh, err := dblock.New(db, dblock.WithTable(table))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fresh.Close()
+			again := mustLock(t)(fresh.TryLock(ctx, "sa", dblock.Owner("A"), dblock.TTL(time.Second)))
+			want("the last holder again", "A", 1, a.Token()+1, 1000)
+			if err := again.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
 			b := mustLock(t)(l.TryLock(ctx, "sa", dblock.Owner("B"), dblock.TTL(2*time.Second)))
-			if b.Token() != a.Token()+1 {
-				t.Fatalf("takeover of a released row: token %d, want %d", b.Token(), a.Token()+1)
+			if b.Token() != again.Token()+1 {
+				t.Fatalf("takeover of a released row: token %d, want %d", b.Token(), again.Token()+1)
 			}
 			want("takeover of a released row", "B", 1, b.Token(), 2000)
 			mustExec(t, admin, "UPDATE `"+table+"` SET update_time = update_time - INTERVAL 1 HOUR WHERE key_id = 'sa'")
