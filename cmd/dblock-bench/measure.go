@@ -20,6 +20,7 @@ type measured struct {
 	elapsed   time.Duration
 	lat       []time.Duration // sorted
 	firstErr  error
+	cpu       cpuSpan // used while measuring
 }
 
 // loop runs op in g workers: warmupOps times each, then, all together, for
@@ -67,11 +68,12 @@ func loop(ctx context.Context, g int, d time.Duration, op func(ctx context.Conte
 		}()
 	}
 	ready.Wait()
+	cpu := startCPU()
 	t0 := time.Now()
 	end = t0.Add(d)
 	close(start)
 	done.Wait()
-	m := measured{elapsed: time.Since(t0)}
+	m := measured{elapsed: time.Since(t0), cpu: cpu.stop()}
 	for _, r := range results {
 		m.ops += r.ops
 		m.errs += r.errs

@@ -38,10 +38,14 @@ type Row struct {
 	FirstError string  `json:"first_error,omitempty"`
 	// Baseline names the case this one is compared with, at the same
 	// goroutine count; Ratio is OpsPerSec / the baseline's.
-	Baseline  string         `json:"baseline,omitempty"`
-	Ratio     float64        `json:"ratio,omitempty"`
-	Contended *ContendedStat `json:"contended,omitempty"`
-	Heartbeat *HeartbeatStat `json:"heartbeat,omitempty"`
+	Baseline string  `json:"baseline,omitempty"`
+	Ratio    float64 `json:"ratio,omitempty"`
+	// ClientCPUMicros is the CPU time this process used per operation
+	// (every goroutine); ServerCPUMicros the server's, with -mysql-pid.
+	ClientCPUMicros float64        `json:"client_cpu_us_per_op,omitempty"`
+	ServerCPUMicros float64        `json:"server_cpu_us_per_op,omitempty"`
+	Contended       *ContendedStat `json:"contended,omitempty"`
+	Heartbeat       *HeartbeatStat `json:"heartbeat,omitempty"`
 }
 
 // ContendedStat describes the contended case.
@@ -97,6 +101,11 @@ func (r Row) cells() []string {
 		notes = fmt.Sprintf("renewed rows/s; %d held (taken at %.0f/s: first tenth %.0f/s, last %.0f/s), every %.1fs: %.2f stmts, %.0f rows; server %s; goroutines %d→%d; heap %.0f B/lock",
 			h.Held, h.AcquirePerSec, h.AcquireFirstTenthPerSec, h.AcquireLastTenthPerSec, h.IntervalSeconds, h.StmtsPerInterval, h.RowsPerInterval,
 			fmtCounters(h.CountersPerInterval), h.GoroutinesBefore, h.GoroutinesAfter, h.HeapBytesPerLock)
+	case r.ClientCPUMicros > 0:
+		notes = fmt.Sprintf("CPU per op: client %.0fµs", r.ClientCPUMicros)
+		if r.ServerCPUMicros > 0 {
+			notes += fmt.Sprintf(", server %.0fµs", r.ServerCPUMicros)
+		}
 	}
 	if r.FirstError != "" {
 		notes = strings.TrimPrefix(notes+"; first error: "+r.FirstError, "; ")

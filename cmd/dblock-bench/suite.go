@@ -25,6 +25,7 @@ type config struct {
 	mdPath    string
 	only      map[string]bool // cases to run (with their baselines); nil: all
 	rounds    int             // a case and its baseline alternate in this many slices
+	mysqlPID  int             // a local MySQL/MariaDB server's process, for its CPU time; 0: none
 }
 
 // benchCase is one measurement, run once per goroutine count on each
@@ -91,6 +92,13 @@ func runTarget(ctx context.Context, cfg config, d dblock.Dialect, out io.Writer)
 	t, err := openTarget(ctx, d, cfg.dsns[d])
 	if err != nil {
 		return nil, err
+	}
+	serverCPU = nil
+	if d == dblock.MySQL && cfg.mysqlPID > 0 {
+		serverCPU = procCPU(cfg.mysqlPID)
+		if _, err := serverCPU(); err != nil {
+			return nil, fmt.Errorf("-mysql-pid: %w", err)
+		}
 	}
 	defer func() {
 		if cerr := t.Close(); err == nil {
@@ -174,6 +182,21 @@ func alternate(ctx context.Context, t *target, cfg config, b, c benchCase, g int
 	return rb, rc, nil
 }
 
+// perOp averages a per-operation figure over slices, weighted by their
+// operations.
+func perOp(rs []Row, f func(Row) float64) float64 {
+	var sum float64
+	var ops int64
+	for _, r := range rs {
+		sum += f(r) * float64(r.Ops)
+		ops += r.Ops
+	}
+	if ops == 0 {
+		return 0
+	}
+	return sum / float64(ops)
+}
+
 // mergeRows adds up the slices of one measurement: operations, seconds and
 // errors add; p50 and p99 are the median of the slices' values; the
 // contended details are merged by mergeContended.
@@ -196,6 +219,7 @@ func mergeRows(rs []Row) Row {
 	slices.Sort(p50s)
 	slices.Sort(p99s)
 	m.P50Micros, m.P99Micros = p50s[len(p50s)/2], p99s[len(p99s)/2]
+	m.ClientCPUMicros, m.ServerCPUMicros = perOp(rs, func(r Row) float64 { return r.ClientCPUMicros }), perOp(rs, func(r Row) float64 { return r.ServerCPUMicros })
 	m.Contended = mergeContended(rs)
 	return m
 }

@@ -132,5 +132,11 @@ func rowFrom(m measured) Row {
 	if m.firstErr != nil {
 		r.FirstError = m.firstErr.Error()
 	}
+	if m.ops > 0 {
+		r.ClientCPUMicros = micros(m.cpu.client) / float64(m.ops)
+		if m.cpu.hasServer {
+			r.ServerCPUMicros = micros(m.cpu.server) / float64(m.ops)
+		}
+	}
 	return r
 }

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// CPU time per operation, for the cases measured by loop: the client's
+// (this process, every goroutine) always, and the server's when -mysql-pid
+// names a local mysqld or mariadbd (one process, unlike PostgreSQL's
+// backend per connection).
+
+// serverCPU reads the CPU time the measured database server has used so far;
+// nil when unknown. runTarget sets it for each database in turn.
+var serverCPU func() (time.Duration, error)
+
+// clientCPU returns the CPU time (user and system) this process has used.
+func clientCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procCPU returns a reader of process pid's CPU time from /proc/<pid>/stat.
+func procCPU(pid int) func() (time.Duration, error) {
+	return func() (time.Duration, error) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return 0, err
+		}
+		// Fields after "(comm) ": state is the first; utime and stime are
+		// the 12th and 13th (fields 14 and 15 of proc(5)), in clock ticks.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		f := strings.Fields(s[i+1:])
+		if i < 0 || len(f) < 13 {
+			return 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
+		}
+		var ticks int64
+		for _, x := range f[11:13] {
+			n, err := strconv.ParseInt(x, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+			}
+			ticks += n
+		}
+		return time.Duration(ticks) * time.Second / clockTicks, nil
+	}
+}
+
+// clockTicks is USER_HZ, the unit of /proc times: 100 on every Linux
+// architecture Go supports.
+const clockTicks = 100
+
+// cpuSpan measures CPU time between start and stop.
+type cpuSpan struct {
+	client, server time.Duration
+	hasServer      bool
+}
+
+func startCPU() cpuSpan {
+	s := cpuSpan{client: clientCPU()}
+	if serverCPU != nil {
+		if t, err := serverCPU(); err == nil {
+			s.server, s.hasServer = t, true
+		}
+	}
+	return s
+}
+
+// stop returns the CPU time used since s began.
+func (s cpuSpan) stop() cpuSpan {
+	d := cpuSpan{client: clientCPU() - s.client}
+	if s.hasServer {
+		if t, err := serverCPU(); err == nil {
+			d.server, d.hasServer = t-s.server, true
+		}
+	}
+	return d
+}

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"os"
+	"testing"
+	"time"
+)
+
+// procCPU reads a process's CPU time from /proc: this process's own grows
+// as it burns CPU, and agrees with getrusage to within a few clock ticks.
+func TestProcCPU(t *testing.T) {
+	read := procCPU(os.Getpid())
+	before, err := read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spin(50 * time.Millisecond)
+	after, err := read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after-before < 30*time.Millisecond {
+		t.Fatalf("/proc says %v of CPU over a 50ms busy wait", after-before)
+	}
+	if self := clientCPU(); self-after > 100*time.Millisecond || after-self > 100*time.Millisecond {
+		t.Fatalf("/proc says %v, getrusage %v", after, self)
+	}
+	if _, err := procCPU(-1)(); err == nil {
+		t.Fatal("a missing process gave no error")
+	}
+}
+
+// Per-operation CPU figures of slices merge weighted by their operations.
+func TestMergeCPU(t *testing.T) {
+	m := mergeRows([]Row{
+		{Ops: 100, Seconds: 1, ClientCPUMicros: 10, ServerCPUMicros: 40},
+		{Ops: 300, Seconds: 1, ClientCPUMicros: 30},
+	})
+	if m.ClientCPUMicros != 25 || m.ServerCPUMicros != 10 {
+		t.Fatalf("merged CPU per op: client %v, server %v; want 25, 10", m.ClientCPUMicros, m.ServerCPUMicros)
+	}
+	if cells := m.cells(); cells[len(cells)-1] != "CPU per op: client 25µs, server 10µs" {
+		t.Fatalf("notes %q", cells[len(cells)-1])
+	}
+}
