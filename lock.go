@@ -115,10 +115,11 @@ func (k *Lock) end(cause error) bool {
 }
 
 // releaseRow takes one level off the lock's row within ctx, a bound of the
-// release's own (releaseBounds.within, or Close's deadline). wake says whether our first waiter for the key should
-// now be woken: not when the release notified (the event wakes waiters here
-// and elsewhere alike, so neither has a head start) nor while Lockers contend
-// for the key without events (every waiter polls).
+// release's own (releaseBounds.within, or Close's deadline). wake says
+// whether our first waiter for the key should now be woken: not when the
+// release notified (the event wakes waiters here and elsewhere alike, so
+// neither has a head start) nor while Lockers contend for the key without
+// events (every waiter polls).
 func (k *Lock) releaseRow(ctx context.Context) (wake bool, err error) {
 	// Notify only when another Locker waits; otherwise spare the commit a
 	// NOTIFY (PostgreSQL serialises notifying commits).
