@@ -358,7 +358,9 @@ func (l *Locker) try(ctx context.Context, key string, lc lockConfig) (*Lock, err
 			_ = lk.release(ctx, ErrClosed)
 			return nil, ErrClosed
 		}
-		l.log.Debug("dblock: acquired", "key", key, "token", token)
+		if l.debugging() {
+			l.log.Debug("dblock: acquired", "key", key, "token", token)
+		}
 		return lk, nil
 	}
 }
@@ -371,6 +373,10 @@ func (l *Locker) wrapErr(op, key string, err error) error {
 	}
 	return fmt.Errorf("dblock: %s %q: %w", op, key, err)
 }
+
+// debugging reports whether l logs at debug level. The hot paths ask first:
+// the arguments of a Debug call are boxed even when nothing is logged.
+func (l *Locker) debugging() bool { return l.log.Enabled(context.Background(), slog.LevelDebug) }
 
 func (l *Locker) isClosed() bool {
 	l.mu.Lock()

@@ -78,7 +78,9 @@ func (k *Lock) handOff(ctx context.Context) (bool, error) {
 		return true, err
 	}
 	l.waits.finish(w, lk, "")
-	l.log.Debug("dblock: handed over", "key", k.key, "token", token, "from", k.token)
+	if l.debugging() {
+		l.log.Debug("dblock: handed over", "key", k.key, "token", token, "from", k.token)
+	}
 	return true, nil
 }
 

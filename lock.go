@@ -138,7 +138,9 @@ func (k *Lock) releaseRow(ctx context.Context) (wake bool, err error) {
 	if !ok {
 		return wake, fmt.Errorf("%w: %q (token %d): lease expired or taken over", ErrNotHeld, k.key, k.token)
 	}
-	k.l.log.Debug("dblock: released", "key", k.key, "token", k.token)
+	if k.l.debugging() {
+		k.l.log.Debug("dblock: released", "key", k.key, "token", k.token)
+	}
 	return wake, nil
 }
 
