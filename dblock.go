@@ -337,7 +337,7 @@ func (l *Locker) try(ctx context.Context, key string, lc lockConfig) (*Lock, err
 	}
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
-		token, ok, err := l.d.acquire(ctx, l.q, key, lc.owner, lc.ttl)
+		token, ok, err := l.acquire(ctx, key, lc)
 		if err != nil {
 			if l.d.classify(err) == errRolledBack && attempt < maxRollbackRetries && ctx.Err() == nil {
 				continue
@@ -363,6 +363,15 @@ func (l *Locker) try(ctx context.Context, key string, lc lockConfig) (*Lock, err
 		}
 		return lk, nil
 	}
+}
+
+// acquire runs the dialect's acquire; calls without Owner go through its
+// batcher, if it has one, to be combined with concurrent ones.
+func (l *Locker) acquire(ctx context.Context, key string, lc lockConfig) (int64, bool, error) {
+	if b, ok := l.d.(batcher); ok && !lc.explicitOwner {
+		return b.acquireBatched(ctx, l.q, key, lc.owner, lc.ttl)
+	}
+	return l.d.acquire(ctx, l.q, key, lc.owner, lc.ttl)
 }
 
 // wrapErr turns a driver error into dblock's: a missing table becomes

@@ -47,7 +47,11 @@ type mysqlDialect struct {
 	reapFenceSQL, reapScan  string
 	reapLockSQL, reapDelSQL string
 	versionDDL              string
+	takeManySQL             string
+	releaseManySQL          string
+	confirmSQL              string
 	rows                    *rowHints // keys whose rows were lately in place
+	takes, releases         *combiner // a Locker's concurrent takes and releases (batcher)
 	tx                      *myTx
 }
 
@@ -122,7 +126,34 @@ WHERE key_id IN ({keys}) AND (key_id, token) IN ({refs}) AND depth > 0 AND NOT (
     version    BIGINT      NOT NULL PRIMARY KEY,
     applied_at DATETIME(6) NOT NULL
 ) ENGINE = InnoDB`
+	// takeManySQL takes many released keys in place, each for its own memo,
+	// at the token this Locker left in the row when it released it, so the
+	// new token is known without LAST_INSERT_ID, which holds one value.
+	m.takeManySQL = r.Replace(`UPDATE {t} FORCE INDEX (PRIMARY) SET
+  acquired_time = UTC_TIMESTAMP(6), token = token + 1,
+  memo = CASE key_id {whens} END, depth = 1, lease_ms = ?, update_time = UTC_TIMESTAMP(6)
+WHERE key_id IN ({keys}) AND (key_id, token) IN ({refs}) AND depth = 0`)
+	// releaseManySQL is releaseLastSQL for many acquisitions.
+	m.releaseManySQL = r.Replace(`UPDATE {t} FORCE INDEX (PRIMARY) SET lease_ms = 0, update_time = UTC_TIMESTAMP(6), depth = 0
+WHERE key_id IN ({keys}) AND (key_id, memo, token) IN ({refs}) AND depth = 1 AND NOT ({expired})`)
+	// confirmSQL finds which of (key, memo, token) the rows carry, at the
+	// depths {depth} allows, after a combined statement changed fewer rows
+	// than it had calls.
+	m.confirmSQL = r.Replace(`SELECT key_id FROM {t} FORCE INDEX (PRIMARY)
+WHERE key_id IN ({keys}) AND (key_id, memo, token) IN ({refs}) AND {depth}`)
 	m.tx = newMyTx(r)
+	m.takes = &combiner{
+		one: func(ctx context.Context, c *batchCall) {
+			c.token, c.ok, c.err = m.take(ctx, c.q, c.key, c.owner, c.ttl.Milliseconds())
+		},
+		many: m.takeMany,
+	}
+	m.releases = &combiner{
+		one: func(ctx context.Context, c *batchCall) {
+			c.ok, c.err = m.release(ctx, c.q, c.key, c.owner, c.token)
+		},
+		many: m.releaseMany,
+	}
 	return m
 }
 
@@ -136,6 +167,137 @@ func (m *mysqlDialect) acquire(ctx context.Context, q querier, key, owner string
 		func() (int64, bool, error) { return m.take(ctx, q, key, owner, ms) },
 		func() (int64, bool, error) { return m.upsert(ctx, q, key, owner, ms) },
 		func() (bool, error) { return m.held(ctx, q, key, owner) })
+}
+
+// acquireBatched implements batcher: acquire with the take in place run
+// through m.takes when the row's last token is known.
+func (m *mysqlDialect) acquireBatched(ctx context.Context, q querier, key, owner string, ttl time.Duration) (int64, bool, error) {
+	ms := ttl.Milliseconds()
+	return m.rows.acquireVia(key,
+		func() (int64, bool, error) {
+			last := m.rows.lastToken(key)
+			if last == 0 {
+				return m.take(ctx, q, key, owner, ms)
+			}
+			c := &batchCall{ctx: ctx, q: q, key: key, owner: owner, ttl: ttl, token: last}
+			m.takes.do(c)
+			return c.token, c.ok, c.err
+		},
+		func() (int64, bool, error) { return m.upsert(ctx, q, key, owner, ms) },
+		func() (bool, error) { return m.held(ctx, q, key, owner) })
+}
+
+// takeMany takes released keys in place in one statement, each at the
+// token the call brings (rowHints.lastToken) plus one. When it changes a
+// row for every call, each got its key; otherwise a read finds which rows
+// carry their call's memo and token (a memo without Owner is fresh, so
+// such a row was taken by that call), and the others go on alone.
+func (m *mysqlDialect) takeMany(ctx context.Context, q querier, cs []*batchCall) {
+	sortByKey(cs)
+	n := len(cs)
+	args := make([]any, 0, 5*n+1)
+	for _, c := range cs {
+		args = append(args, c.key, c.owner)
+	}
+	args = append(args, cs[0].ttl.Milliseconds())
+	args = appendKeys(args, cs)
+	for _, c := range cs {
+		args = append(args, c.key, c.token)
+	}
+	res, err := q.ExecContext(ctx, batchSQL(m.takeManySQL, n, "(?, ?)", ""), args...)
+	for _, c := range cs {
+		c.token++
+	}
+	m.settle(ctx, q, cs, res, err, "depth > 0", func(c *batchCall) { c.token = 0 })
+}
+
+// settle sets the results of a combined statement that should have changed
+// one row per call: all succeed when it did; otherwise confirmSQL (memo and
+// c.token at depth) tells which did, and miss runs for each of the others.
+func (m *mysqlDialect) settle(ctx context.Context, q querier, cs []*batchCall, res sql.Result, err error, depth string, miss func(*batchCall)) {
+	var changed int64
+	if err == nil {
+		changed, err = res.RowsAffected()
+	}
+	if err == nil && changed != int64(len(cs)) {
+		var done map[string]bool
+		done, err = m.confirm(ctx, q, cs, depth)
+		for _, c := range cs {
+			if c.ok = done[c.key]; !c.ok && err == nil {
+				miss(c)
+			}
+		}
+		if err == nil {
+			return
+		}
+	}
+	for _, c := range cs {
+		c.ok, c.err = err == nil, err
+	}
+}
+
+// confirm returns the keys whose rows carry their call's memo and token at
+// the depths depth allows.
+func (m *mysqlDialect) confirm(ctx context.Context, q querier, cs []*batchCall, depth string) (map[string]bool, error) {
+	args := appendKeys(make([]any, 0, 4*len(cs)), cs)
+	for _, c := range cs {
+		args = append(args, c.key, c.owner, c.token)
+	}
+	rows, err := q.QueryContext(ctx, batchSQL(m.confirmSQL, len(cs), "(?, ?, ?)", depth), args...)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := scanStrings(rows)
+	done := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		done[k] = true
+	}
+	return done, err
+}
+
+func (m *mysqlDialect) combiners() (takes, releases *combiner) { return m.takes, m.releases }
+
+// releaseBatched implements batcher.
+func (m *mysqlDialect) releaseBatched(ctx context.Context, q querier, key, owner string, token int64) (bool, error) {
+	c := &batchCall{ctx: ctx, q: q, key: key, owner: owner, token: token}
+	m.releases.do(c)
+	return c.ok, c.err
+}
+
+// releaseMany releases acquisitions held at depth 1 in one statement. When
+// it changes fewer rows than it has calls, confirmSQL finds the rows it
+// released, and each other call is released alone (it may be held deeper,
+// or lost: then it reports false).
+func (m *mysqlDialect) releaseMany(ctx context.Context, q querier, cs []*batchCall) {
+	sortByKey(cs)
+	n := len(cs)
+	args := appendKeys(make([]any, 0, 4*n), cs)
+	for _, c := range cs {
+		args = append(args, c.key, c.owner, c.token)
+	}
+	res, err := q.ExecContext(ctx, batchSQL(m.releaseManySQL, n, "(?, ?, ?)", ""), args...)
+	m.settle(ctx, q, cs, res, err, "depth = 0", func(c *batchCall) {
+		c.ok, c.err = m.release(ctx, q, c.key, c.owner, c.token)
+	})
+	for _, c := range cs {
+		if c.ok {
+			m.rows.released(c.key, c.token)
+		}
+	}
+}
+
+func appendKeys(args []any, cs []*batchCall) []any {
+	for _, c := range cs {
+		args = append(args, c.key)
+	}
+	return args
+}
+
+// batchSQL fills a combined statement's lists for n calls: {keys}, {refs}
+// of ref placeholders, {whens} (CASE key_id WHEN ? THEN ?) and {depth}.
+func batchSQL(query string, n int, ref, depth string) string {
+	return strings.NewReplacer("{keys}", placeholders("?", n), "{refs}", placeholders(ref, n),
+		"{whens}", strings.Repeat("WHEN ? THEN ? ", n), "{depth}", depth).Replace(query)
 }
 
 func (m *mysqlDialect) take(ctx context.Context, q querier, key, owner string, ms int64) (int64, bool, error) {
@@ -179,6 +341,9 @@ func (m *mysqlDialect) release(ctx context.Context, q querier, key, owner string
 			return false, err
 		}
 		if n, err := res.RowsAffected(); n == 1 || err != nil {
+			if n == 1 && query == m.releaseLastSQL {
+				m.rows.released(key, token)
+			}
 			return n == 1, err
 		}
 	}

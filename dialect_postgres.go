@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strings"
 	"time"
 )
@@ -22,6 +23,9 @@ type postgres struct {
 	handoffSQL, heldSQL    string
 	renewSQL, reapSQL      string
 	releaseNotifySQL       string
+	takeManySQL            string
+	releaseManySQL         string
+	takes, releases        *combiner // a Locker's concurrent takes and releases (batcher)
 	fenceKey               int64     // the reap fence's advisory lock
 	rows                   *rowHints // keys whose rows were lately in place
 	versionDDL             string
@@ -37,6 +41,9 @@ const pgExpired = `l.update_time + l.lease_ms * interval '1 millisecond' <= stat
 // safe for a release, and only for a release.
 const pgAsyncCommit = `FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async`
 
+// pgAsyncJoin is pgAsyncCommit as the first item of a longer FROM list.
+const pgAsyncJoin = `(SELECT set_config('synchronous_commit', 'off', true)) AS async, `
+
 func newPostgres(table string) dialect { return buildPostgres(table, false) }
 
 // durableRelease implements releaseDurability.
@@ -47,11 +54,12 @@ func buildPostgres(table string, durableRelease bool) *postgres {
 	t := p.quote(table)
 	seq := p.quote(table + "_token_seq")
 	p.fenceKey = advisoryKey("dblock.reap:" + table)
-	async := pgAsyncCommit
+	async, asyncJoin := pgAsyncCommit, pgAsyncJoin
 	if durableRelease {
-		async = ""
+		async, asyncJoin = "", ""
 	}
-	r := strings.NewReplacer("{t}", t, "{seq}", strings.ReplaceAll(seq, `'`, `''`), "{expired}", pgExpired, "{async}", async)
+	r := strings.NewReplacer("{t}", t, "{seq}", strings.ReplaceAll(seq, `'`, `''`), "{expired}", pgExpired,
+		"{async}", async, "{asyncJoin}", asyncJoin)
 	// The acquire holds the table's reap fence (a shared advisory lock, to the
 	// end of its transaction) before it draws the insert token; see reap.
 	p.acquireSQL = r.Replace(`WITH fence AS (SELECT pg_advisory_xact_lock_shared($4))
@@ -86,6 +94,27 @@ RETURNING l.token`)
   update_time = CASE WHEN l.depth = 1 THEN statement_timestamp() ELSE l.update_time END
 {async}
 WHERE l.key_id = $1 AND l.memo = $2 AND l.token = $3 AND l.depth > 0 AND NOT ({expired})`)
+	// takeManySQL is takeSQL for many keys, each with its own memo; the
+	// keys come sorted, so that two batches lock shared rows in one order.
+	p.takeManySQL = r.Replace(`UPDATE {t} AS l SET
+  memo = b.owner,
+  depth = CASE WHEN l.depth = 0 OR {expired} THEN 1 ELSE l.depth + 1 END,
+  token = CASE WHEN l.depth = 0 OR {expired} THEN nextval('{seq}') ELSE l.token END,
+  lease_ms = CASE WHEN l.depth = 0 OR {expired} THEN $3 ELSE GREATEST(l.lease_ms, $3) END,
+  update_time = statement_timestamp(),
+  acquired_time = CASE WHEN l.depth = 0 OR {expired} THEN statement_timestamp() ELSE l.acquired_time END
+FROM unnest($1::text[], $2::text[]) AS b(key_id, owner)
+WHERE l.key_id = b.key_id AND (l.depth = 0 OR {expired} OR l.memo = b.owner)
+RETURNING l.key_id, l.token`)
+	// releaseManySQL is releaseSQL for many acquisitions.
+	p.releaseManySQL = r.Replace(`UPDATE {t} AS l SET
+  depth = l.depth - 1,
+  memo = CASE WHEN l.depth = 1 THEN '' ELSE l.memo END,
+  lease_ms = CASE WHEN l.depth = 1 THEN 0 ELSE l.lease_ms END,
+  update_time = CASE WHEN l.depth = 1 THEN statement_timestamp() ELSE l.update_time END
+FROM {asyncJoin}unnest($1::text[], $2::text[], $3::bigint[]) AS b(key_id, owner, token)
+WHERE l.key_id = b.key_id AND l.memo = b.owner AND l.token = b.token AND l.depth > 0 AND NOT ({expired})
+RETURNING l.key_id`)
 	p.heldSQL = r.Replace(`SELECT 1 FROM {t} AS l WHERE l.key_id = $1 AND l.memo <> $2 AND l.depth > 0 AND NOT ({expired})`)
 	// The handover draws its token after the row lock is held (SET runs on
 	// the locked row), so it needs no reap fence: it never inserts.
@@ -137,6 +166,18 @@ RETURNING l.key_id, l.depth > 0`)
     applied_at TIMESTAMPTZ NOT NULL DEFAULT statement_timestamp()
 )`
 	p.tx = newPgTx(r)
+	p.takes = &combiner{
+		one: func(ctx context.Context, c *batchCall) {
+			c.token, c.ok, c.err = scanToken(c.q.QueryRowContext(ctx, p.takeSQL, c.key, c.owner, c.ttl.Milliseconds()))
+		},
+		many: p.takeMany,
+	}
+	p.releases = &combiner{
+		one: func(ctx context.Context, c *batchCall) {
+			c.ok, c.err = p.release(ctx, c.q, c.key, c.owner, c.token)
+		},
+		many: p.releaseMany,
+	}
 	return p
 }
 
@@ -153,6 +194,64 @@ func (p *postgres) acquire(ctx context.Context, q querier, key, owner string, tt
 			return scanToken(q.QueryRowContext(ctx, p.acquireSQL, key, owner, ms, p.fenceKey))
 		},
 		func() (bool, error) { return p.held(ctx, q, key, owner) })
+}
+
+// acquireBatched implements batcher: acquire with the take in place run
+// through p.takes.
+func (p *postgres) acquireBatched(ctx context.Context, q querier, key, owner string, ttl time.Duration) (int64, bool, error) {
+	return p.rows.acquireVia(key,
+		func() (int64, bool, error) {
+			c := &batchCall{ctx: ctx, q: q, key: key, owner: owner, ttl: ttl}
+			p.takes.do(c)
+			return c.token, c.ok, c.err
+		},
+		func() (int64, bool, error) {
+			return scanToken(q.QueryRowContext(ctx, p.acquireSQL, key, owner, ttl.Milliseconds(), p.fenceKey))
+		},
+		func() (bool, error) { return p.held(ctx, q, key, owner) })
+}
+
+// takeMany takes the calls' keys in place in one statement; a key it does
+// not return was not taken (acquireVia then reads or upserts it alone).
+func (p *postgres) takeMany(ctx context.Context, q querier, cs []*batchCall) {
+	sortByKey(cs)
+	keys, owners := make([]string, len(cs)), make([]string, len(cs))
+	for i, c := range cs {
+		keys[i], owners[i] = c.key, c.owner
+	}
+	rows, err := q.QueryContext(ctx, p.takeManySQL, keys, owners, cs[0].ttl.Milliseconds())
+	got, err := scanKeyTokens(rows, err)
+	for _, c := range cs {
+		c.token, c.ok = got[c.key]
+		c.err = err
+	}
+}
+
+func (p *postgres) combiners() (takes, releases *combiner) { return p.takes, p.releases }
+
+// releaseBatched implements batcher.
+func (p *postgres) releaseBatched(ctx context.Context, q querier, key, owner string, token int64) (bool, error) {
+	c := &batchCall{ctx: ctx, q: q, key: key, owner: owner, token: token}
+	p.releases.do(c)
+	return c.ok, c.err
+}
+
+// releaseMany releases the calls' acquisitions in one statement, which
+// returns the keys it released.
+func (p *postgres) releaseMany(ctx context.Context, q querier, cs []*batchCall) {
+	sortByKey(cs)
+	keys, owners, tokens := make([]string, len(cs)), make([]string, len(cs)), make([]int64, len(cs))
+	for i, c := range cs {
+		keys[i], owners[i], tokens[i] = c.key, c.owner, c.token
+	}
+	rows, err := q.QueryContext(ctx, p.releaseManySQL, keys, owners, tokens)
+	var released []string
+	if err == nil {
+		released, err = scanStrings(rows)
+	}
+	for _, c := range cs {
+		c.ok, c.err = slices.Contains(released, c.key), err
+	}
 }
 
 func (p *postgres) release(ctx context.Context, q querier, key, owner string, token int64) (bool, error) {

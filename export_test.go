@@ -116,3 +116,35 @@ func ReleaseOn(ctx context.Context, l *Locker, q querier, lk *Lock, notify bool)
 	}
 	return l.d.release(ctx, q, lk.key, lk.owner, lk.token)
 }
+
+// combinerOf returns l's combiner of kind "take" or "release".
+func combinerOf(l *Locker, kind string) *combiner {
+	takes, releases := l.d.(batcher).combiners()
+	if kind == "take" {
+		return takes
+	}
+	return releases
+}
+
+// HoldBatches makes l's takes in place (kind "take") or releases
+// ("release") queue as if a statement of that kind were in flight. queued
+// receives once for each call that queues; end ends the pretend statement,
+// and the queued calls then run combined. Test hook.
+func HoldBatches(l *Locker, kind string) (queued <-chan struct{}, end func()) {
+	cb := combinerOf(l, kind)
+	ch := make(chan struct{}, 1024)
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	if cb.busy {
+		panic("HoldBatches: a statement is in flight")
+	}
+	cb.busy, cb.queued = true, ch
+	return ch, cb.next
+}
+
+// Batched reports how many statements of 2 or more calls l's combiner of
+// kind ran, and how many calls they carried. Test hook.
+func Batched(l *Locker, kind string) (statements, calls int64) {
+	cb := combinerOf(l, kind)
+	return cb.batches.Load(), cb.combined.Load()
+}

@@ -14,7 +14,8 @@ type Lock struct {
 	owner string
 	token int64
 	ttl   time.Duration
-	turns int // local handovers in a row that led to this lock
+	turns int  // local handovers in a row that led to this lock
+	owned bool // taken with Owner: it may be re-entered
 
 	ctx    context.Context // done when the lock ends; Cause says why
 	cancel context.CancelCauseFunc
@@ -34,7 +35,7 @@ func (l *Locker) newLock(key string, lc lockConfig, token int64, start time.Time
 	ctx, cancel := context.WithCancelCause(context.Background())
 	interval := time.Duration(float64(lc.ttl) * float64(l.cfg.heartbeat) / float64(l.cfg.ttl))
 	return &Lock{
-		l: l, key: key, owner: lc.owner, token: token, ttl: lc.ttl,
+		l: l, key: key, owner: lc.owner, token: token, ttl: lc.ttl, owned: lc.explicitOwner,
 		ctx: ctx, cancel: cancel,
 		interval: interval,
 		deadline: start.Add(lc.ttl - safetyMargin(lc.ttl)),
@@ -128,6 +129,8 @@ func (k *Lock) releaseRow(ctx context.Context) (wake bool, err error) {
 	var ok bool
 	if notify {
 		ok, err = n.releaseNotify(ctx, k.l.q, k.l.id, k.key, k.owner, k.token)
+	} else if b, can := k.l.d.(batcher); can && k.batchable() {
+		ok, err = b.releaseBatched(ctx, k.l.q, k.key, k.owner, k.token)
 	} else {
 		ok, err = k.l.d.release(ctx, k.l.q, k.key, k.owner, k.token)
 	}
@@ -142,6 +145,16 @@ func (k *Lock) releaseRow(ctx context.Context) (wake bool, err error) {
 		k.l.log.Debug("dblock: released", "key", k.key, "token", k.token)
 	}
 	return wake, nil
+}
+
+// batchable reports whether the lock's release may be combined with others
+// (batcher): it was taken without Owner, so nothing re-entered it, and its
+// lease is still live by the local clock. Called after end: the heartbeat
+// no longer moves the deadline.
+func (k *Lock) batchable() bool {
+	k.l.mu.Lock()
+	defer k.l.mu.Unlock()
+	return !k.owned && time.Now().Before(k.deadline)
 }
 
 // lose ends the lock because it can no longer be proven ours.

@@ -10,23 +10,44 @@ const maxRowHints = 1024
 // can try the cheaper update in place first and go straight to the upsert
 // for a key it has not seen. A wrong hint costs one statement that changes
 // nothing, never a wrong result. When full, it forgets everything at once.
+// With each key it may keep the token the row was left with when this
+// Locker released it (0 when unknown), which a combined take on MySQL
+// relies on (mysqlDialect.takeMany).
 type rowHints struct {
 	mu sync.Mutex
-	m  map[string]struct{}
+	m  map[string]int64
 }
 
-func newRowHints() *rowHints { return &rowHints{m: make(map[string]struct{})} }
+func newRowHints() *rowHints { return &rowHints{m: make(map[string]int64)} }
 
 func (h *rowHints) add(key string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if _, ok := h.m[key]; ok {
-		return
+	if _, ok := h.m[key]; !ok {
+		h.put(key, 0)
 	}
-	if len(h.m) >= maxRowHints {
+}
+
+// released records that this Locker released key's row, leaving token in it.
+func (h *rowHints) released(key string, token int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.put(key, token)
+}
+
+func (h *rowHints) put(key string, token int64) {
+	if _, ok := h.m[key]; !ok && len(h.m) >= maxRowHints {
 		clear(h.m)
 	}
-	h.m[key] = struct{}{}
+	h.m[key] = token
+}
+
+// lastToken returns the token key's row was left with at this Locker's
+// last release of it, or 0.
+func (h *rowHints) lastToken(key string) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.m[key]
 }
 
 func (h *rowHints) has(key string) bool {

@@ -1,0 +1,254 @@
+package dblock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dbtest"
+)
+
+// eachBatching runs fn on the dialects that combine statements.
+func eachBatching(t *testing.T, fn func(t *testing.T, d dblock.Dialect)) {
+	for _, d := range []dblock.Dialect{dblock.Postgres, dblock.MySQL} {
+		t.Run(string(d), func(t *testing.T) { fn(t, d) })
+	}
+}
+
+type lockResult struct {
+	i   int
+	lk  *dblock.Lock
+	err error
+}
+
+// tryCombined holds l's takes, starts TryLock on each key, waits until all
+// have queued, and ends the hold: they run combined. It returns the results
+// in the order of keys.
+func tryCombined(t *testing.T, ctx context.Context, l *dblock.Locker, keys ...string) []lockResult {
+	t.Helper()
+	queued, end := dblock.HoldBatches(l, "take")
+	got := make(chan lockResult, len(keys))
+	for i, k := range keys {
+		go func() {
+			lk, err := l.TryLock(ctx, k)
+			got <- lockResult{i, lk, err}
+		}()
+	}
+	for range keys {
+		<-queued
+	}
+	end()
+	out := make([]lockResult, len(keys))
+	for range keys {
+		r := <-got
+		out[r.i] = r
+	}
+	return out
+}
+
+// unlockCombined is tryCombined for Unlock.
+func unlockCombined(t *testing.T, ctx context.Context, l *dblock.Locker, lks ...*dblock.Lock) []error {
+	t.Helper()
+	queued, end := dblock.HoldBatches(l, "release")
+	type res struct {
+		i   int
+		err error
+	}
+	got := make(chan res, len(lks))
+	for i, lk := range lks {
+		go func() { got <- res{i, lk.Unlock(ctx)} }()
+	}
+	for range lks {
+		<-queued
+	}
+	end()
+	out := make([]error, len(lks))
+	for range lks {
+		r := <-got
+		out[r.i] = r.err
+	}
+	return out
+}
+
+// warm takes and releases each key once through l, so that l knows the rows
+// are in place (and, on MySQL, their tokens), and returns the tokens.
+func warm(t *testing.T, ctx context.Context, l *dblock.Locker, keys ...string) map[string]int64 {
+	t.Helper()
+	tokens := make(map[string]int64)
+	for _, k := range keys {
+		lk := mustLock(t)(l.TryLock(ctx, k))
+		tokens[k] = lk.Token()
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tokens
+}
+
+// Concurrent TryLocks and Unlocks of one Locker run as one statement each,
+// and each call gets what it would have got alone: a fresh, larger token,
+// its row held under its own memo, then released.
+func TestCombinedCycles(t *testing.T) {
+	eachBatching(t, func(t *testing.T, d dblock.Dialect) {
+		ctx := ctxT(t, time.Minute)
+		l, db, table := dbtest.Locker(t, d)
+		keys := []string{"k3", "k1", "k4", "k0", "k2"}
+		before := warm(t, ctx, l, keys...)
+		for round := range 3 {
+			res := tryCombined(t, ctx, l, keys...)
+			lks := make([]*dblock.Lock, len(keys))
+			for i, r := range res {
+				if r.err != nil {
+					t.Fatalf("round %d: TryLock(%s): %v", round, keys[i], r.err)
+				}
+				lks[i] = r.lk
+				if r.lk.Token() <= before[keys[i]] {
+					t.Errorf("round %d: %s token %d, not above %d", round, keys[i], r.lk.Token(), before[keys[i]])
+				}
+				before[keys[i]] = r.lk.Token()
+				got, _ := readRow(t, db, d, table, keys[i])
+				if got.memo != r.lk.Owner() || got.depth != 1 || got.token != r.lk.Token() {
+					t.Errorf("round %d: %s row %+v, want memo %q depth 1 token %d", round, keys[i], got, r.lk.Owner(), r.lk.Token())
+				}
+			}
+			if n, calls := dblock.Batched(l, "take"); n != int64(round+1) || calls != int64(len(keys)*(round+1)) {
+				t.Errorf("round %d: %d combined takes of %d calls, want %d of %d", round, n, calls, round+1, len(keys)*(round+1))
+			}
+			for i, err := range unlockCombined(t, ctx, l, lks...) {
+				if err != nil {
+					t.Fatalf("round %d: Unlock(%s): %v", round, keys[i], err)
+				}
+				if got, _ := readRow(t, db, d, table, keys[i]); got.depth != 0 {
+					t.Errorf("round %d: %s row %+v after Unlock", round, keys[i], got)
+				}
+			}
+			if n, calls := dblock.Batched(l, "release"); n != int64(round+1) || calls != int64(len(keys)*(round+1)) {
+				t.Errorf("round %d: %d combined releases of %d calls, want %d of %d", round, n, calls, round+1, len(keys)*(round+1))
+			}
+		}
+	})
+}
+
+// A combined take settles each call on its own: a key another Locker holds
+// is refused, a key asked twice goes to one caller, the rest are taken.
+func TestCombinedTakeMisses(t *testing.T) {
+	eachBatching(t, func(t *testing.T, d dblock.Dialect) {
+		ctx := ctxT(t, time.Minute)
+		l, _, table := dbtest.Locker(t, d)
+		other, _ := newLocker(t, d, table)
+		warm(t, ctx, l, "a", "b", "c")
+		// l's knowledge of b (its row, its token) is now stale.
+		mustLock(t)(other.TryLock(ctx, "b"))
+		res := tryCombined(t, ctx, l, "a", "b", "c", "a")
+		wins := 0
+		for _, i := range []int{0, 3} {
+			switch {
+			case res[i].err == nil:
+				wins++
+			case !errors.Is(res[i].err, dblock.ErrLocked):
+				t.Errorf("TryLock(a): %v", res[i].err)
+			}
+		}
+		if wins != 1 {
+			t.Errorf("%d of two TryLock(a) won, want 1 (%v, %v)", wins, res[0].err, res[3].err)
+		}
+		if !errors.Is(res[1].err, dblock.ErrLocked) {
+			t.Errorf("TryLock(b), held by another Locker: %v, want ErrLocked", res[1].err)
+		}
+		if res[2].err != nil {
+			t.Errorf("TryLock(c): %v", res[2].err)
+		}
+		if n, calls := dblock.Batched(l, "take"); n != 1 || calls != 3 {
+			t.Errorf("%d combined takes of %d calls, want 1 of 3 (a, b, c; the second a waits for the next)", n, calls)
+		}
+	})
+}
+
+// A combined release reports a lock whose row is no longer its own as not
+// held, and releases the others.
+func TestCombinedReleaseMisses(t *testing.T) {
+	eachBatching(t, func(t *testing.T, d dblock.Dialect) {
+		ctx := ctxT(t, time.Minute)
+		l, db, table := dbtest.Locker(t, d)
+		warm(t, ctx, l, "x", "y", "z")
+		res := tryCombined(t, ctx, l, "x", "y", "z")
+		for _, r := range res {
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+		}
+		// y's lease ran out in the database; its holder has not noticed.
+		past := "update_time = update_time - INTERVAL 1 HOUR"
+		if d == dblock.Postgres {
+			past = "update_time = update_time - interval '1 hour'"
+		}
+		mustExec(t, db, fmt.Sprintf("UPDATE %s SET %s WHERE key_id = %s", quote(d, table), past, bind(d, 1)), "y")
+		errs := unlockCombined(t, ctx, l, res[0].lk, res[1].lk, res[2].lk)
+		if errs[0] != nil || errs[2] != nil {
+			t.Errorf("Unlock(x), Unlock(z): %v, %v", errs[0], errs[2])
+		}
+		if !errors.Is(errs[1], dblock.ErrNotHeld) {
+			t.Errorf("Unlock(y) after its lease ran out: %v, want ErrNotHeld", errs[1])
+		}
+		for _, k := range []string{"x", "z"} {
+			if got, _ := readRow(t, db, d, table, k); got.depth != 0 {
+				t.Errorf("%s row %+v after Unlock", k, got)
+			}
+		}
+		if got, _ := readRow(t, db, d, table, "y"); got.depth != 1 || got.memo != res[1].lk.Owner() {
+			t.Errorf("y row %+v: a failed release changed it", got)
+		}
+	})
+}
+
+// A queued call whose context ends leaves the queue with the context's
+// error, and no statement takes its key.
+func TestCombinedCallCancelled(t *testing.T) {
+	eachBatching(t, func(t *testing.T, d dblock.Dialect) {
+		ctx := ctxT(t, time.Minute)
+		l, db, table := dbtest.Locker(t, d)
+		warm(t, ctx, l, "q")
+		queued, end := dblock.HoldBatches(l, "take")
+		cctx, cancel := context.WithCancel(ctx)
+		got := make(chan error, 1)
+		go func() {
+			_, err := l.TryLock(cctx, "q")
+			got <- err
+		}()
+		<-queued
+		cancel()
+		if err := <-got; !errors.Is(err, context.Canceled) {
+			t.Errorf("TryLock after cancel: %v, want context.Canceled", err)
+		}
+		end()
+		if r, _ := readRow(t, db, d, table, "q"); r.depth != 0 {
+			t.Errorf("row %+v: a withdrawn call took the key", r)
+		}
+		// The combiner is idle again: a call runs at once.
+		lk := mustLock(t)(l.TryLock(ctx, "q"))
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// Calls with Owner may be re-entered, so they are never combined.
+func TestCombinedSkipsOwner(t *testing.T) {
+	eachBatching(t, func(t *testing.T, d dblock.Dialect) {
+		ctx := ctxT(t, time.Minute)
+		l, _, _ := dbtest.Locker(t, d)
+		warm(t, ctx, l, "o")
+		_, end := dblock.HoldBatches(l, "take")
+		defer end()
+		lk := mustLock(t)(l.TryLock(ctx, "o", dblock.Owner("me")))
+		again := mustLock(t)(l.TryLock(ctx, "o", dblock.Owner("me")))
+		for _, k := range []*dblock.Lock{again, lk} {
+			if err := k.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
