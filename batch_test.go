@@ -252,3 +252,22 @@ func TestCombinedSkipsOwner(t *testing.T) {
 		}
 	})
 }
+
+// With WithoutCombining every call runs alone, even while a statement of
+// its kind is in flight.
+func TestWithoutCombining(t *testing.T) {
+	eachBatching(t, func(t *testing.T, d dblock.Dialect) {
+		ctx := ctxT(t, time.Minute)
+		_, _, table := dbtest.Locker(t, d)
+		l, _ := newLocker(t, d, table, dblock.WithoutCombining())
+		warm(t, ctx, l, "w")
+		_, endTakes := dblock.HoldBatches(l, "take")
+		defer endTakes()
+		_, endReleases := dblock.HoldBatches(l, "release")
+		defer endReleases()
+		lk := mustLock(t)(l.TryLock(ctx, "w"))
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -368,7 +368,7 @@ func (l *Locker) try(ctx context.Context, key string, lc lockConfig) (*Lock, err
 // acquire runs the dialect's acquire; calls without Owner go through its
 // batcher, if it has one, to be combined with concurrent ones.
 func (l *Locker) acquire(ctx context.Context, key string, lc lockConfig) (int64, bool, error) {
-	if b, ok := l.d.(batcher); ok && !lc.explicitOwner {
+	if b, ok := l.d.(batcher); ok && !lc.explicitOwner && !l.cfg.noCombining {
 		return b.acquireBatched(ctx, l.q, key, lc.owner, lc.ttl)
 	}
 	return l.d.acquire(ctx, l.q, key, lc.owner, lc.ttl)

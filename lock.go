@@ -148,13 +148,13 @@ func (k *Lock) releaseRow(ctx context.Context) (wake bool, err error) {
 }
 
 // batchable reports whether the lock's release may be combined with others
-// (batcher): it was taken without Owner, so nothing re-entered it, and its
-// lease is still live by the local clock. Called after end: the heartbeat
+// (batcher): the Locker combines, the lock was taken without Owner, so
+// nothing re-entered it, and its lease is still live by the local clock. Called after end: the heartbeat
 // no longer moves the deadline.
 func (k *Lock) batchable() bool {
 	k.l.mu.Lock()
 	defer k.l.mu.Unlock()
-	return !k.owned && time.Now().Before(k.deadline)
+	return !k.owned && !k.l.cfg.noCombining && time.Now().Before(k.deadline)
 }
 
 // lose ends the lock because it can no longer be proven ours.

@@ -37,6 +37,8 @@ type config struct {
 	retryMax  time.Duration
 	// durableRelease makes releases wait for their commit to reach disk.
 	durableRelease bool
+	// noCombining sends every acquire and release as its own statement.
+	noCombining bool
 }
 
 func defaultConfig() config {
@@ -168,6 +170,26 @@ func WithRetry(min, max time.Duration) Option {
 func WithDurableRelease() Option {
 	return func(c *config) error {
 		c.durableRelease = true
+		return nil
+	}
+}
+
+// WithoutCombining makes every acquire and release its own statement. By
+// default, on PostgreSQL and MySQL, TryLock, Lock and Unlock calls of one
+// Locker without Owner that overlap in time are combined: while one
+// statement of a kind is in flight, the calls that arrive queue, and the
+// next statement carries all of them (one round trip and one commit), each
+// call still getting its own result, token and memo. A lone call never
+// waits. The price is that calls of one Locker share a statement's fate for
+// its duration: a combined take that meets a row another transaction has
+// locked for an acquire in flight (a LockTx that has not committed) waits
+// for that transaction, and the calls combined with it wait too: until the
+// latest of their deadlines, 5 s at most, when the statement ends with an
+// error for each of them. Pass WithoutCombining when keys of one Locker are also
+// taken in long transactions by LockTx.
+func WithoutCombining() Option {
+	return func(c *config) error {
+		c.noCombining = true
 		return nil
 	}
 }
