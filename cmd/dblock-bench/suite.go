@@ -44,6 +44,9 @@ func cases() []benchCase {
 	cs := []benchCase{
 		{name: "raw", gs: []int{1, 8}, run: rawCycle},
 		{name: "dblock", baseline: "raw", gs: []int{1, 8}, run: dblockCycle},
+		// Every call its own statement: what combining buys at g=8 (at g=1
+		// nothing is combined).
+		{name: "dblock-alone", baseline: "raw", gs: []int{8}, run: aloneCycle},
 		// MySQL and SQLite releases are always durable: PostgreSQL only.
 		{name: "dblock-durable", baseline: "raw", gs: []int{1, 8}, only: dblock.Postgres, run: durableCycle},
 		// A handoff is at least one durable commit: the contended case is

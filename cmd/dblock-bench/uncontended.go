@@ -79,6 +79,12 @@ func durableCycle(ctx context.Context, t *target, cfg config, g int) (Row, error
 	return lockerCycle(ctx, t, cfg, g, dblock.WithDurableRelease())
 }
 
+// aloneCycle is dblockCycle with WithoutCombining: no statement carries
+// the calls of several goroutines.
+func aloneCycle(ctx context.Context, t *target, cfg config, g int) (Row, error) {
+	return lockerCycle(ctx, t, cfg, g, dblock.WithoutCombining())
+}
+
 func lockerCycle(ctx context.Context, t *target, cfg config, g int, opts ...dblock.Option) (Row, error) {
 	l, closeL, err := t.locker(2*g, cfg.ttl, opts...)
 	if err != nil {
