@@ -10,7 +10,8 @@
 // Owner memo. While a Lock is held, its Locker renews the lease in the
 // background, for all its locks in one statement; a holder that crashes stops
 // renewing and loses the key one lease later. Expiry is judged by the
-// database's clock only.
+// database's clock only. On PostgreSQL and MySQL, concurrent acquires and
+// releases of one Locker share statements (see WithoutCombining).
 //
 // Every acquisition carries a fencing token, strictly larger than the tokens
 // of all earlier acquisitions of the key, even after its row was deleted.
