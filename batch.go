@@ -86,18 +86,18 @@ func (cb *combiner) do(c *batchCall) {
 }
 
 // runBatch runs the batch that leader leads and hands every other member
-// its result.
+// its result. A batch of one runs as a call alone, within its own context.
 func (cb *combiner) runBatch(leader *batchCall) {
 	b := leader.batch
+	if len(b) == 1 {
+		cb.one(leader.ctx, leader)
+		return
+	}
 	ctx, cancel := batchContext(leader.ctx, b)
 	defer cancel()
-	if len(b) == 1 {
-		cb.one(ctx, leader)
-	} else {
-		cb.batches.Add(1)
-		cb.combined.Add(int64(len(b)))
-		cb.many(ctx, leader.q, b)
-	}
+	cb.batches.Add(1)
+	cb.combined.Add(int64(len(b)))
+	cb.many(ctx, leader.q, b)
 	for _, c := range b {
 		if c != leader {
 			close(c.done)
