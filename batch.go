@@ -85,6 +85,22 @@ func (cb *combiner) do(c *batchCall) {
 	cb.next()
 }
 
+// take runs a take in place of key through cb; last is what the dialect
+// knows of the row (takeMany's input).
+func (cb *combiner) take(ctx context.Context, q querier, key, owner string, ttl time.Duration, last int64) (int64, bool, error) {
+	c := &batchCall{ctx: ctx, q: q, key: key, owner: owner, ttl: ttl, token: last}
+	cb.do(c)
+	return c.token, c.ok, c.err
+}
+
+// release runs the release of the acquisition (key, owner, token) through
+// cb.
+func (cb *combiner) release(ctx context.Context, q querier, key, owner string, token int64) (bool, error) {
+	c := &batchCall{ctx: ctx, q: q, key: key, owner: owner, token: token}
+	cb.do(c)
+	return c.ok, c.err
+}
+
 // runBatch runs the batch that leader leads and hands every other member
 // its result. A batch of one runs as a call alone, within its own context.
 func (cb *combiner) runBatch(leader *batchCall) {

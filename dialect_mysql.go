@@ -179,9 +179,7 @@ func (m *mysqlDialect) acquireBatched(ctx context.Context, q querier, key, owner
 			if last == 0 {
 				return m.take(ctx, q, key, owner, ms)
 			}
-			c := &batchCall{ctx: ctx, q: q, key: key, owner: owner, ttl: ttl, token: last}
-			m.takes.do(c)
-			return c.token, c.ok, c.err
+			return m.takes.take(ctx, q, key, owner, ttl, last)
 		},
 		func() (int64, bool, error) { return m.upsert(ctx, q, key, owner, ms) },
 		func() (bool, error) { return m.held(ctx, q, key, owner) })
@@ -259,9 +257,7 @@ func (m *mysqlDialect) combiners() (takes, releases *combiner) { return m.takes,
 
 // releaseBatched implements batcher.
 func (m *mysqlDialect) releaseBatched(ctx context.Context, q querier, key, owner string, token int64) (bool, error) {
-	c := &batchCall{ctx: ctx, q: q, key: key, owner: owner, token: token}
-	m.releases.do(c)
-	return c.ok, c.err
+	return m.releases.release(ctx, q, key, owner, token)
 }
 
 // releaseMany releases acquisitions held at depth 1 in one statement. When

@@ -200,11 +200,7 @@ func (p *postgres) acquire(ctx context.Context, q querier, key, owner string, tt
 // through p.takes.
 func (p *postgres) acquireBatched(ctx context.Context, q querier, key, owner string, ttl time.Duration) (int64, bool, error) {
 	return p.rows.acquireVia(key,
-		func() (int64, bool, error) {
-			c := &batchCall{ctx: ctx, q: q, key: key, owner: owner, ttl: ttl}
-			p.takes.do(c)
-			return c.token, c.ok, c.err
-		},
+		func() (int64, bool, error) { return p.takes.take(ctx, q, key, owner, ttl, 0) },
 		func() (int64, bool, error) {
 			return scanToken(q.QueryRowContext(ctx, p.acquireSQL, key, owner, ttl.Milliseconds(), p.fenceKey))
 		},
@@ -231,9 +227,7 @@ func (p *postgres) combiners() (takes, releases *combiner) { return p.takes, p.r
 
 // releaseBatched implements batcher.
 func (p *postgres) releaseBatched(ctx context.Context, q querier, key, owner string, token int64) (bool, error) {
-	c := &batchCall{ctx: ctx, q: q, key: key, owner: owner, token: token}
-	p.releases.do(c)
-	return c.ok, c.err
+	return p.releases.release(ctx, q, key, owner, token)
 }
 
 // releaseMany releases the calls' acquisitions in one statement, which
