@@ -166,3 +166,40 @@ func ExampleWithDurableRelease() {
 	fmt.Println("released:", lock.Unlock(ctx) == nil)
 	// Output: released: true
 }
+
+// Goroutines of one Locker working on different entities at once: their
+// TryLock and Unlock calls share statements while one is in flight, each
+// with its own token and result. A Locker whose keys are also taken by
+// LockTx in long transactions can turn that off with WithoutCombining, so
+// that no call waits on a row another transaction has locked for a key it
+// did not ask for.
+func ExampleWithoutCombining() {
+	db := exampleDB()
+	defer db.Close()
+	locker, err := dblock.New(db, dblock.WithTable("example_locks"), dblock.WithoutCombining())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+	ctx := context.Background()
+
+	done := make(chan error)
+	for i := range 8 {
+		go func() {
+			lock, err := locker.TryLock(ctx, fmt.Sprintf("example:invoice:%d", i))
+			if err == nil {
+				// ... work on invoice i ...
+				err = lock.Unlock(ctx)
+			}
+			done <- err
+		}()
+	}
+	ok := 0
+	for range 8 {
+		if err := <-done; err == nil {
+			ok++
+		}
+	}
+	fmt.Println("invoices handled:", ok)
+	// Output: invoices handled: 8
+}
