@@ -3,8 +3,10 @@ package dblock_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/dblockhq/dblock"
 	"github.com/dblockhq/dblock/internal/dbtest"
@@ -64,4 +66,63 @@ func BenchmarkCycleParallel(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkCombining alternates 300 ms slices of TryLock+Unlock through a
+// Locker that combines and one WithoutCombining (pools of 32 idle
+// connections), at 2, 3, 4 and 8 goroutines on distinct keys; each
+// iteration is one pair of slices per goroutine count, and "ratio-gN" is
+// the combining Locker's cycles over the other's. Run it with
+// -benchtime 8x.
+func BenchmarkCombining(b *testing.B) {
+	for _, d := range []dblock.Dialect{dblock.Postgres, dblock.MySQL} {
+		b.Run(string(d), func(b *testing.B) {
+			_, _, table := dbtest.Locker(b, d)
+			on, dbOn := newLocker(b, d, table)
+			off, dbOff := newLocker(b, d, table, dblock.WithoutCombining())
+			dbOn.SetMaxIdleConns(32)
+			dbOff.SetMaxIdleConns(32)
+			gs := []int{2, 3, 4, 8}
+			cycles := make([][2]int64, len(gs))
+			for b.Loop() {
+				for gi, g := range gs {
+					for i, l := range []*dblock.Locker{on, off} {
+						cycles[gi][i] += cycleFor(b, l, g, fmt.Sprintf("g%d-%d", g, i), 300*time.Millisecond)
+					}
+				}
+			}
+			for gi, g := range gs {
+				b.ReportMetric(float64(cycles[gi][0])/float64(max(cycles[gi][1], 1)), fmt.Sprintf("ratio-g%d", g))
+			}
+		})
+	}
+}
+
+// cycleFor runs TryLock+Unlock on g goroutines, each on its own key, for
+// d, and returns how many cycles they completed.
+func cycleFor(b *testing.B, l *dblock.Locker, g int, prefix string, d time.Duration) int64 {
+	var ops atomic.Int64
+	var wg sync.WaitGroup
+	stop := time.Now().Add(d)
+	for w := range g {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := fmt.Sprintf("%s-%d", prefix, w)
+			for time.Now().Before(stop) {
+				lk, err := l.TryLock(context.Background(), key)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if err := lk.Unlock(context.Background()); err != nil {
+					b.Error(err)
+					return
+				}
+				ops.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return ops.Load()
 }

@@ -96,6 +96,9 @@ RETURNING l.token`)
 WHERE l.key_id = $1 AND l.memo = $2 AND l.token = $3 AND l.depth > 0 AND NOT ({expired})`)
 	// takeManySQL is takeSQL for many keys, each with its own memo; the
 	// keys come sorted, so that two batches lock shared rows in one order.
+	// "key_id = ANY($1)" lets the plan find the rows through the primary
+	// key even when the table is small: joined with unnest alone, a generic
+	// plan scans the whole table.
 	p.takeManySQL = r.Replace(`UPDATE {t} AS l SET
   memo = b.owner,
   depth = CASE WHEN l.depth = 0 OR {expired} THEN 1 ELSE l.depth + 1 END,
@@ -104,7 +107,7 @@ WHERE l.key_id = $1 AND l.memo = $2 AND l.token = $3 AND l.depth > 0 AND NOT ({e
   update_time = statement_timestamp(),
   acquired_time = CASE WHEN l.depth = 0 OR {expired} THEN statement_timestamp() ELSE l.acquired_time END
 FROM unnest($1::text[], $2::text[]) AS b(key_id, owner)
-WHERE l.key_id = b.key_id AND (l.depth = 0 OR {expired} OR l.memo = b.owner)
+WHERE l.key_id = ANY($1) AND l.key_id = b.key_id AND (l.depth = 0 OR {expired} OR l.memo = b.owner)
 RETURNING l.key_id, l.token`)
 	// releaseManySQL is releaseSQL for many acquisitions.
 	p.releaseManySQL = r.Replace(`UPDATE {t} AS l SET
@@ -113,7 +116,7 @@ RETURNING l.key_id, l.token`)
   lease_ms = CASE WHEN l.depth = 1 THEN 0 ELSE l.lease_ms END,
   update_time = CASE WHEN l.depth = 1 THEN statement_timestamp() ELSE l.update_time END
 FROM {asyncJoin}unnest($1::text[], $2::text[], $3::bigint[]) AS b(key_id, owner, token)
-WHERE l.key_id = b.key_id AND l.memo = b.owner AND l.token = b.token AND l.depth > 0 AND NOT ({expired})
+WHERE l.key_id = ANY($1) AND l.key_id = b.key_id AND l.memo = b.owner AND l.token = b.token AND l.depth > 0 AND NOT ({expired})
 RETURNING l.key_id`)
 	p.heldSQL = r.Replace(`SELECT 1 FROM {t} AS l WHERE l.key_id = $1 AND l.memo <> $2 AND l.depth > 0 AND NOT ({expired})`)
 	// The handover draws its token after the row lock is held (SET runs on

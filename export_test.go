@@ -135,11 +135,17 @@ func HoldBatches(l *Locker, kind string) (queued <-chan struct{}, end func()) {
 	ch := make(chan struct{}, 1024)
 	cb.mu.Lock()
 	defer cb.mu.Unlock()
-	if cb.busy {
+	if cb.inFlight != 0 {
 		panic("HoldBatches: a statement is in flight")
 	}
-	cb.busy, cb.queued = true, ch
-	return ch, cb.next
+	// As many pretend statements as may run: every call queues.
+	cb.inFlight, cb.queued = cb.limit(), ch
+	return ch, func() {
+		cb.mu.Lock()
+		cb.inFlight = 1 // the others end without handing the queue on
+		cb.mu.Unlock()
+		cb.next()
+	}
 }
 
 // Batched reports how many statements of 2 or more calls l's combiner of
