@@ -1,0 +1,95 @@
+package dblock
+
+import (
+	"context"
+	"testing"
+)
+
+// fakeCombiner returns a combiner whose statements block until released:
+// started receives each statement's keys as it starts, and a send on
+// release ends the oldest one.
+func fakeCombiner() (cb *combiner, started chan []string, release chan struct{}) {
+	started, release = make(chan []string, 64), make(chan struct{})
+	run := func(cs []*batchCall) {
+		keys := make([]string, len(cs))
+		for i, c := range cs {
+			keys[i] = c.key
+		}
+		started <- keys
+		<-release
+		for _, c := range cs {
+			c.ok = true
+		}
+	}
+	cb = &combiner{
+		one:  func(_ context.Context, c *batchCall) { run([]*batchCall{c}) },
+		many: func(_ context.Context, _ querier, cs []*batchCall) { run(cs) },
+	}
+	return cb, started, release
+}
+
+func call(cb *combiner, key string) <-chan *batchCall {
+	done := make(chan *batchCall, 1)
+	go func() {
+		c := &batchCall{ctx: context.Background(), key: key}
+		cb.do(c)
+		done <- c
+	}()
+	return done
+}
+
+// While calls seldom queue, two run at once, each alone.
+func TestCombinerTwoAlone(t *testing.T) {
+	cb, started, release := fakeCombiner()
+	a, b := call(cb, "a"), call(cb, "b")
+	first, second := <-started, <-started // both run before either ends
+	if len(first) != 1 || len(second) != 1 {
+		t.Fatalf("statements %v, %v: want two calls alone", first, second)
+	}
+	release <- struct{}{}
+	release <- struct{}{}
+	<-a
+	<-b
+	if got := cb.limit(); got != 2 {
+		t.Fatalf("limit %d after calls that never queued, want 2", got)
+	}
+}
+
+// Once statements keep ending with calls queued, a call that arrives while
+// one statement runs queues, and the queued calls share the next statement.
+// Statements that end with nothing queued lower the load again.
+func TestCombinerOneWhenBusy(t *testing.T) {
+	cb, started, release := fakeCombiner()
+	queued := make(chan struct{}, 8)
+	cb.queued = queued
+	cb.load = loadScale // as after a stretch of statements ending with a call queued
+	x := call(cb, "x")
+	<-started
+	p, q := call(cb, "p"), call(cb, "q")
+	<-queued
+	<-queued
+	select {
+	case keys := <-started:
+		t.Fatalf("%v started while one statement runs under load", keys)
+	default:
+	}
+	release <- struct{}{} // x ends: p and q run as one statement
+	if keys := <-started; len(keys) != 2 {
+		t.Fatalf("next statement %v, want p and q together", keys)
+	}
+	release <- struct{}{}
+	for _, ch := range []<-chan *batchCall{x, p, q} {
+		if c := <-ch; !c.ok {
+			t.Fatalf("%s not done", c.key)
+		}
+	}
+	for range 8 {
+		done := call(cb, "alone")
+		<-started
+		release <- struct{}{}
+		<-done
+	}
+	if got := cb.limit(); got != 2 {
+		t.Fatalf("limit %d after statements that ended with nothing queued, want 2", got)
+	}
+}
