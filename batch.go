@@ -14,13 +14,13 @@ import (
 const maxBatch = 32
 
 // combiner runs one kind of statement (a take in place, or a release) for
-// the goroutines of one Locker, one statement at a time. A call that finds
-// none in flight runs alone at once, so a lone goroutine waits for nothing;
-// calls that arrive while one is in flight queue, and when it is done the
-// first of them runs every queued call it can (distinct keys, the same
-// querier and lease, at most maxBatch) as one statement: one round trip and
-// one commit for all. At most two statements of a kind are in flight, and
-// only one while calls keep queueing (limit).
+// the goroutines of one Locker. A call that finds fewer statements in
+// flight than limit allows runs alone at once, so a lone goroutine waits
+// for nothing; calls that arrive while the limit is reached queue, and when
+// a statement ends the first of them runs every queued call it can
+// (distinct keys, the same querier and lease, at most maxBatch) as one
+// statement: one round trip and one commit for all. The limit is two
+// statements while calls seldom queue and one while they keep queueing.
 type combiner struct {
 	one  func(ctx context.Context, c *batchCall)               // runs a call alone
 	many func(ctx context.Context, q querier, cs []*batchCall) // runs 2 or more as one statement
