@@ -162,26 +162,26 @@ func (m *mysqlDialect) quote(ident string) string { return "`" + ident + "`" }
 // acquire takes key in place when this Locker has lately seen its row, else
 // through the upsert (rowHints.acquireVia).
 func (m *mysqlDialect) acquire(ctx context.Context, q querier, key, owner string, ttl time.Duration) (int64, bool, error) {
-	ms := ttl.Milliseconds()
-	return m.rows.acquireVia(key,
-		func() (int64, bool, error) { return m.take(ctx, q, key, owner, ms) },
-		func() (int64, bool, error) { return m.upsert(ctx, q, key, owner, ms) },
-		func() (bool, error) { return m.held(ctx, q, key, owner) })
+	return m.acquireWith(ctx, q, key, owner, ttl,
+		func() (int64, bool, error) { return m.take(ctx, q, key, owner, ttl.Milliseconds()) })
 }
 
 // acquireBatched implements batcher: acquire with the take in place run
 // through m.takes when the row's last token is known.
 func (m *mysqlDialect) acquireBatched(ctx context.Context, q querier, key, owner string, ttl time.Duration) (int64, bool, error) {
-	ms := ttl.Milliseconds()
-	return m.rows.acquireVia(key,
-		func() (int64, bool, error) {
-			last := m.rows.lastToken(key)
-			if last == 0 {
-				return m.take(ctx, q, key, owner, ms)
-			}
+	return m.acquireWith(ctx, q, key, owner, ttl, func() (int64, bool, error) {
+		if last := m.rows.lastToken(key); last != 0 {
 			return m.takes.take(ctx, q, key, owner, ttl, last)
-		},
-		func() (int64, bool, error) { return m.upsert(ctx, q, key, owner, ms) },
+		}
+		return m.take(ctx, q, key, owner, ttl.Milliseconds())
+	})
+}
+
+// acquireWith is acquire with take as its take in place.
+func (m *mysqlDialect) acquireWith(ctx context.Context, q querier, key, owner string, ttl time.Duration,
+	take func() (int64, bool, error)) (int64, bool, error) {
+	return m.rows.acquireVia(key, take,
+		func() (int64, bool, error) { return m.upsert(ctx, q, key, owner, ttl.Milliseconds()) },
 		func() (bool, error) { return m.held(ctx, q, key, owner) })
 }
 

@@ -171,7 +171,7 @@ RETURNING l.key_id, l.depth > 0`)
 	p.tx = newPgTx(r)
 	p.takes = &combiner{
 		one: func(ctx context.Context, c *batchCall) {
-			c.token, c.ok, c.err = scanToken(c.q.QueryRowContext(ctx, p.takeSQL, c.key, c.owner, c.ttl.Milliseconds()))
+			c.token, c.ok, c.err = p.take(ctx, c.q, c.key, c.owner, c.ttl)
 		},
 		many: p.takeMany,
 	}
@@ -190,24 +190,30 @@ func (p *postgres) quote(ident string) string { return `"` + ident + `"` }
 // through the upsert (rowHints.acquireVia). A key seen for the first time
 // costs one statement.
 func (p *postgres) acquire(ctx context.Context, q querier, key, owner string, ttl time.Duration) (int64, bool, error) {
-	ms := ttl.Milliseconds()
-	return p.rows.acquireVia(key,
-		func() (int64, bool, error) { return scanToken(q.QueryRowContext(ctx, p.takeSQL, key, owner, ms)) },
-		func() (int64, bool, error) {
-			return scanToken(q.QueryRowContext(ctx, p.acquireSQL, key, owner, ms, p.fenceKey))
-		},
-		func() (bool, error) { return p.held(ctx, q, key, owner) })
+	return p.acquireWith(ctx, q, key, owner, ttl,
+		func() (int64, bool, error) { return p.take(ctx, q, key, owner, ttl) })
 }
 
 // acquireBatched implements batcher: acquire with the take in place run
 // through p.takes.
 func (p *postgres) acquireBatched(ctx context.Context, q querier, key, owner string, ttl time.Duration) (int64, bool, error) {
-	return p.rows.acquireVia(key,
-		func() (int64, bool, error) { return p.takes.take(ctx, q, key, owner, ttl, 0) },
+	return p.acquireWith(ctx, q, key, owner, ttl,
+		func() (int64, bool, error) { return p.takes.take(ctx, q, key, owner, ttl, 0) })
+}
+
+// acquireWith is acquire with take as its take in place.
+func (p *postgres) acquireWith(ctx context.Context, q querier, key, owner string, ttl time.Duration,
+	take func() (int64, bool, error)) (int64, bool, error) {
+	return p.rows.acquireVia(key, take,
 		func() (int64, bool, error) {
 			return scanToken(q.QueryRowContext(ctx, p.acquireSQL, key, owner, ttl.Milliseconds(), p.fenceKey))
 		},
 		func() (bool, error) { return p.held(ctx, q, key, owner) })
+}
+
+// take takes key in place, alone.
+func (p *postgres) take(ctx context.Context, q querier, key, owner string, ttl time.Duration) (int64, bool, error) {
+	return scanToken(q.QueryRowContext(ctx, p.takeSQL, key, owner, ttl.Milliseconds()))
 }
 
 // takeMany takes the calls' keys in place in one statement; a key it does
