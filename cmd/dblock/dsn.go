@@ -51,19 +51,21 @@ func parseDSN(dsn string) (target, error) {
 	}
 	u, err := url.Parse(dsn)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // url.Error repeats the whole URL, password included
-		}
-		return target{}, fmt.Errorf("malformed DSN %s: %w", redactRaw(dsn), err)
+		return target{}, fmt.Errorf("malformed DSN %s: %s", redactRaw(dsn), reason(err))
 	}
 	t := target{redacted: redactURL(u)}
 	t.password, _ = u.User.Password()
 	if u.Opaque != "" || u.Host == "" {
-		if u.Opaque != "" {
-			t.redacted = redactRaw(dsn) // scheme:user:password@host has no URL password to hide
-		}
+		// Without a host, where a password sits is a guess (scheme:user:pw@h
+		// is opaque; scheme:#&password=pw is a fragment): name the scheme only.
+		t.redacted = redactRaw(dsn)
 		return t, fmt.Errorf("malformed DSN %s: want %s://[user[:password]@]host[:port]/database", t.redacted, scheme)
+	}
+	if !hostRE.MatchString(u.Host) {
+		// url.Parse lets a host hold & and =, so a DSN missing its ? (as in
+		// postgres://h&password=pw) would show its password as the host.
+		t.redacted = redactRaw(dsn)
+		return t, fmt.Errorf("malformed DSN %s: the host may hold only letters, digits and - . _ ~ %% : [ ] ,", t.redacted)
 	}
 	if scheme == "mysql" {
 		t.dialect = dblock.MySQL
@@ -71,12 +73,9 @@ func parseDSN(dsn string) (target, error) {
 	} else {
 		t.dialect = dblock.Postgres
 		t.pg, err = pgx.ParseConfig(dsn)
-		if err != nil {
-			err = errors.New(pgReason(err))
-		}
 	}
 	if err != nil {
-		return t, fmt.Errorf("malformed DSN %s: %w", t.redacted, err)
+		return t, fmt.Errorf("malformed DSN %s: %s", t.redacted, reason(err))
 	}
 	return t, nil
 }
@@ -150,21 +149,63 @@ func (t target) open() (*sql.DB, error) {
 	return stdlib.OpenDB(*t.pg), nil
 }
 
-// redactURL returns u with its password (and any password parameter)
-// replaced by xxxxx.
+// redactURL returns u with its password, any password parameter, and a user
+// or database name that holds "password" replaced by xxxxx, and without its
+// fragment, which no driver reads and which may hold anything.
 func redactURL(u *url.URL) string {
 	r := *u
+	r.Fragment, r.RawFragment = "", ""
 	if _, ok := r.User.Password(); ok {
 		r.User = url.UserPassword(r.User.Username(), "xxxxx")
 	}
-	if q := r.Query(); q.Has("password") {
-		q.Set("password", "xxxxx")
-		r.RawQuery = q.Encode()
+	r.RawQuery = redactQuery(r.RawQuery)
+	// A DSN missing its ? (postgres://h/db&password=pw) puts its password
+	// parameter in the database name, or before the @ in the user name.
+	if strings.Contains(strings.ToLower(r.Path), "password") {
+		r.Path, r.RawPath = "/xxxxx", ""
+	}
+	if strings.Contains(strings.ToLower(r.User.Username()), "password") {
+		if _, ok := r.User.Password(); ok {
+			r.User = url.UserPassword("xxxxx", "xxxxx")
+		} else {
+			r.User = url.User("xxxxx")
+		}
 	}
 	return r.String()
 }
 
-var schemeRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
+// redactQuery replaces the value of every parameter that holds "password"
+// (in any case, escaped or not, in its name or, as in a=b;password=pw or
+// =?password=pw, in its value) by xxxxx. It splits the query itself, since
+// url.ParseQuery drops a pair it cannot read (one holding a ; or a bad
+// escape) and would leave that pair's password in place.
+func redactQuery(raw string) string {
+	if raw == "" {
+		return raw
+	}
+	pairs := strings.Split(raw, "&")
+	for i, p := range pairs {
+		rawName, _, _ := strings.Cut(p, "=")
+		pair, err := url.QueryUnescape(p)
+		if err != nil {
+			pair = p
+		}
+		if strings.Contains(strings.ToLower(pair), "password") {
+			pairs[i] = rawName + "=xxxxx"
+		}
+	}
+	return strings.Join(pairs, "&")
+}
+
+var (
+	schemeRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
+	// quotedRE matches a Go-quoted or back-quoted string, as in url's
+	// invalid port ":x" after host.
+	quotedRE = regexp.MustCompile(` ?(?:"(?:[^"\\]|\\.)*"|` + "`[^`]*`" + `)`)
+	// hostRE admits names, IPv4 and bracketed IPv6 addresses (with a %zone),
+	// ports, escapes, and pgx's comma-separated list of hosts.
+	hostRE = regexp.MustCompile(`^[A-Za-z0-9._~%:\[\],-]+$`)
+)
 
 // redactRaw names a DSN that did not parse by its scheme only, since where
 // its password ends cannot be known.
@@ -179,12 +220,18 @@ func redactRaw(dsn string) string {
 	return scheme + ":…"
 }
 
-// pgReason keeps what pgx says is wrong, without the connection string it
-// repeats (redacted by pgx, but best effort).
-func pgReason(err error) string {
+// reason says why a DSN was refused without the parts of it that the
+// parsers repeat: url.Error and pgx quote the whole DSN, and url, pgx and
+// go-sql-driver quote the part they reject, any of which may hold the
+// password.
+func reason(err error) string {
 	s := err.Error()
-	if _, after, ok := strings.Cut(s, "`: "); ok {
-		return after
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		s = ue.Err.Error()
 	}
-	return s
+	if _, after, ok := strings.Cut(s, "`: "); ok {
+		s = after // pgx: cannot parse `DSN`: why
+	}
+	return quotedRE.ReplaceAllString(s, "")
 }

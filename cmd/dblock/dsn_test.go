@@ -44,6 +44,24 @@ func TestParseDSN(t *testing.T) {
 			redacted: "mysql://us%40er:xxxxx@db.internal/app",
 		},
 		{
+			// a pair url.ParseQuery cannot read is redacted all the same.
+			dsn:      "postgres://app@db/locks?sslmode=disable&pass%77ord=s3cret;x&Password=s3cret",
+			dialect:  dblock.Postgres,
+			redacted: "postgres://app@db/locks?sslmode=disable&pass%77ord=xxxxx&Password=xxxxx",
+		},
+		{
+			// a DSN missing its ? shows no password parameter.
+			dsn:      "postgres://app&Password=s3cret@db/locks&password=s3cret",
+			dialect:  dblock.Postgres,
+			redacted: "postgres://xxxxx@db/xxxxx",
+		},
+		{
+			// the fragment is dropped: no driver reads it.
+			dsn:      "postgres://app@h1:5432,h2:5433/locks#s3cret",
+			dialect:  dblock.Postgres,
+			redacted: "postgres://app@h1:5432,h2:5433/locks",
+		},
+		{
 			dsn:      "mysql://root@[::1]:3306/test?timeout=2s",
 			dialect:  dblock.MySQL,
 			driver:   "root@tcp([::1]:3306)/test?timeout=2s",
@@ -84,7 +102,7 @@ func TestParseDSNErrors(t *testing.T) {
 		{"oracle://u:s3cret@h/db", "unsupported DSN oracle://…"},
 		{"sqlite:", "want sqlite:PATH"},
 		{"sqlite:x.db?mode=memory", "the path may not contain ?"},
-		{"postgres://u:s3cret@host:port/db", `malformed DSN postgres://…: invalid port ":port" after host`},
+		{"postgres://u:s3cret@host:port/db", "malformed DSN postgres://…: invalid port after host"},
 		{"postgres://u:s3cret@%zz/db", "malformed DSN postgres://…"},
 		{"postgres:relative", "want postgres://[user[:password]@]host[:port]/database"},
 		{"postgres:u:s3cret@host/db", "malformed DSN postgres:…: want postgres://"},
@@ -93,6 +111,8 @@ func TestParseDSNErrors(t *testing.T) {
 		{"mysql://u:s3cret@host/a/b", "want one database name"},
 		{"mysql://u:s3cret@host/db?timeout=forever", "malformed DSN mysql://u:xxxxx@host/db?timeout=forever"},
 		{"postgres://u:s3cret@host/db?sslmode=bogus", "malformed DSN postgres://u:xxxxx@host/db?sslmode=bogus"},
+		{"postgres://db.example&password=s3cret/db", "malformed DSN postgres://…: the host may hold only"},
+		{"postgres:#&password=s3cret", "malformed DSN postgres:…: want postgres://"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.dsn, func(t *testing.T) {
