@@ -13,6 +13,47 @@ import (
 // maxBatch bounds the calls one combined statement carries.
 const maxBatch = 32
 
+// batchSizes are the sizes of combined statements: a batch is padded to the
+// first that holds it.
+var batchSizes = [...]int{2, 3, 4, 6, 8, 12, 16, 24, maxBatch}
+
+// padded returns cs followed by nil calls up to the next of batchSizes: a
+// combined statement has a row of placeholders for each, and a nil call's
+// row is all NULLs, which matches no row. So a dialect prepares each kind of
+// combined statement in 9 sizes, not 31, on each connection (MySQL bounds
+// the prepared statements of the whole server: max_prepared_stmt_count,
+// 16,382 by default), and pads a batch by less than half its calls.
+func padded(cs []*batchCall) []*batchCall {
+	size := maxBatch
+	for _, s := range batchSizes {
+		if s >= len(cs) {
+			size = s
+			break
+		}
+	}
+	return append(cs[:len(cs):len(cs)], make([]*batchCall, size-len(cs))...)
+}
+
+// refArgs is a call's (key, memo, token).
+func refArgs(c *batchCall) []any { return []any{c.key, c.owner, c.token} }
+
+// appendArgs appends vals of each call, and as many NULLs for a nil call
+// (padded, which puts them after every real call): a row of NULLs matches
+// no row.
+func appendArgs(args []any, cs []*batchCall, vals func(*batchCall) []any) []any {
+	n := 0
+	for _, c := range cs {
+		if c == nil {
+			args = append(args, make([]any, n)...)
+			continue
+		}
+		v := vals(c)
+		n = len(v)
+		args = append(args, v...)
+	}
+	return args
+}
+
 // combiner runs one kind of statement (a take in place, or a release) for
 // the goroutines of one Locker. A call that finds fewer statements in
 // flight than limit allows runs alone at once, so a lone goroutine waits
@@ -87,7 +128,7 @@ func (cb *combiner) do(c *batchCall) {
 }
 
 // take runs a take in place of key through cb; last is what the dialect
-// knows of the row (takeMany's input).
+// knows of the row (the dialect's takeBatch input).
 func (cb *combiner) take(ctx context.Context, q querier, key, owner string, ttl time.Duration, last int64) (int64, bool, error) {
 	c := &batchCall{ctx: ctx, q: q, key: key, owner: owner, ttl: ttl, token: last}
 	cb.do(c)

@@ -73,6 +73,20 @@ func unlockCombined(t *testing.T, ctx context.Context, l *dblock.Locker, lks ...
 	return out
 }
 
+// takenAll returns the locks of a combined take (tryCombined) of keys,
+// which must all have been taken.
+func takenAll(t *testing.T, round int, keys []string, res []lockResult) []*dblock.Lock {
+	t.Helper()
+	lks := make([]*dblock.Lock, len(keys))
+	for i, r := range res {
+		if r.err != nil {
+			t.Fatalf("round %d: TryLock(%s): %v", round, keys[i], r.err)
+		}
+		lks[i] = r.lk
+	}
+	return lks
+}
+
 // warm takes and releases each key once through l, so that l knows the rows
 // are in place (and, on MySQL, their tokens), and returns the tokens.
 func warm(t *testing.T, ctx context.Context, l *dblock.Locker, keys ...string) map[string]int64 {
@@ -98,20 +112,15 @@ func TestCombinedCycles(t *testing.T) {
 		keys := []string{"k3", "k1", "k4", "k0", "k2"}
 		before := warm(t, ctx, l, keys...)
 		for round := range 3 {
-			res := tryCombined(t, ctx, l, keys...)
-			lks := make([]*dblock.Lock, len(keys))
-			for i, r := range res {
-				if r.err != nil {
-					t.Fatalf("round %d: TryLock(%s): %v", round, keys[i], r.err)
+			lks := takenAll(t, round, keys, tryCombined(t, ctx, l, keys...))
+			for i, lk := range lks {
+				if lk.Token() <= before[keys[i]] {
+					t.Errorf("round %d: %s token %d, not above %d", round, keys[i], lk.Token(), before[keys[i]])
 				}
-				lks[i] = r.lk
-				if r.lk.Token() <= before[keys[i]] {
-					t.Errorf("round %d: %s token %d, not above %d", round, keys[i], r.lk.Token(), before[keys[i]])
-				}
-				before[keys[i]] = r.lk.Token()
+				before[keys[i]] = lk.Token()
 				got, _ := readRow(t, db, d, table, keys[i])
-				if got.memo != r.lk.Owner() || got.depth != 1 || got.token != r.lk.Token() {
-					t.Errorf("round %d: %s row %+v, want memo %q depth 1 token %d", round, keys[i], got, r.lk.Owner(), r.lk.Token())
+				if got.memo != lk.Owner() || got.depth != 1 || got.token != lk.Token() {
+					t.Errorf("round %d: %s row %+v, want memo %q depth 1 token %d", round, keys[i], got, lk.Owner(), lk.Token())
 				}
 			}
 			if n, calls := dblock.Batched(l, "take"); n != int64(round+1) || calls != int64(len(keys)*(round+1)) {

@@ -47,12 +47,13 @@ type mysqlDialect struct {
 	reapFenceSQL, reapScan  string
 	reapLockSQL, reapDelSQL string
 	versionDDL              string
-	takeManySQL             string
-	releaseManySQL          string
-	confirmSQL              string
-	rows                    *rowHints // keys whose rows were lately in place
-	takes, releases         *combiner // a Locker's concurrent takes and releases (batcher)
-	tx                      *myTx
+	// Combined statements, by number of calls, and the reads that confirm
+	// which calls a take or a release of many did.
+	takeMany, releaseMany      *sizedSQL
+	confirmTaken, confirmFreed *sizedSQL
+	rows                       *rowHints // keys whose rows were lately in place
+	takes, releases            *combiner // a Locker's concurrent takes and releases (batcher)
+	tx                         *myTx
 }
 
 var _ dialect = (*mysqlDialect)(nil)
@@ -126,33 +127,38 @@ WHERE key_id IN ({keys}) AND (key_id, token) IN ({refs}) AND depth > 0 AND NOT (
     version    BIGINT      NOT NULL PRIMARY KEY,
     applied_at DATETIME(6) NOT NULL
 ) ENGINE = InnoDB`
-	// takeManySQL takes many released keys in place, each for its own memo,
+	// takeMany takes many released keys in place, each for its own memo,
 	// at the token this Locker left in the row when it released it, so the
 	// new token is known without LAST_INSERT_ID, which holds one value.
-	m.takeManySQL = r.Replace(`UPDATE {t} FORCE INDEX (PRIMARY) SET
+	takeMany := r.Replace(`UPDATE {t} FORCE INDEX (PRIMARY) SET
   acquired_time = UTC_TIMESTAMP(6), token = token + 1,
   memo = CASE key_id {whens} END, depth = 1, lease_ms = ?, update_time = UTC_TIMESTAMP(6)
 WHERE key_id IN ({keys}) AND (key_id, token) IN ({refs}) AND depth = 0`)
-	// releaseManySQL is releaseLastSQL for many acquisitions.
-	m.releaseManySQL = r.Replace(`UPDATE {t} FORCE INDEX (PRIMARY) SET lease_ms = 0, update_time = UTC_TIMESTAMP(6), depth = 0
+	// releaseMany is releaseLastSQL for many acquisitions.
+	releaseMany := r.Replace(`UPDATE {t} FORCE INDEX (PRIMARY) SET lease_ms = 0, update_time = UTC_TIMESTAMP(6), depth = 0
 WHERE key_id IN ({keys}) AND (key_id, memo, token) IN ({refs}) AND depth = 1 AND NOT ({expired})`)
-	// confirmSQL finds which of (key, memo, token) the rows carry, at the
+	// confirm finds which of (key, memo, token) the rows carry, at the
 	// depths {depth} allows, after a combined statement changed fewer rows
 	// than it had calls.
-	m.confirmSQL = r.Replace(`SELECT key_id FROM {t} FORCE INDEX (PRIMARY)
+	confirm := r.Replace(`SELECT key_id FROM {t} FORCE INDEX (PRIMARY)
 WHERE key_id IN ({keys}) AND (key_id, memo, token) IN ({refs}) AND {depth}`)
+	sized := func(query, ref, depth string) *sizedSQL {
+		return newSizedSQL(func(n int) string { return batchSQL(query, n, ref, depth) })
+	}
+	m.takeMany, m.releaseMany = sized(takeMany, "(?, ?)", ""), sized(releaseMany, "(?, ?, ?)", "")
+	m.confirmTaken, m.confirmFreed = sized(confirm, "(?, ?, ?)", "depth > 0"), sized(confirm, "(?, ?, ?)", "depth = 0")
 	m.tx = newMyTx(r)
 	m.takes = &combiner{
 		one: func(ctx context.Context, c *batchCall) {
 			c.token, c.ok, c.err = m.take(ctx, c.q, c.key, c.owner, c.ttl.Milliseconds())
 		},
-		many: m.takeMany,
+		many: m.takeBatch,
 	}
 	m.releases = &combiner{
 		one: func(ctx context.Context, c *batchCall) {
 			c.ok, c.err = m.release(ctx, c.q, c.key, c.owner, c.token)
 		},
-		many: m.releaseMany,
+		many: m.releaseBatch,
 	}
 	return m
 }
@@ -185,41 +191,38 @@ func (m *mysqlDialect) acquireWith(ctx context.Context, q querier, key, owner st
 		func() (bool, error) { return m.held(ctx, q, key, owner) })
 }
 
-// takeMany takes released keys in place in one statement, each at the
+// takeBatch takes released keys in place in one statement, each at the
 // token the call brings (rowHints.lastToken) plus one. When it changes a
 // row for every call, each got its key; otherwise a read finds which rows
 // carry their call's memo and token (a memo without Owner is fresh, so
 // such a row was taken by that call), and the others go on alone.
-func (m *mysqlDialect) takeMany(ctx context.Context, q querier, cs []*batchCall) {
+func (m *mysqlDialect) takeBatch(ctx context.Context, q querier, cs []*batchCall) {
 	sortByKey(cs)
-	n := len(cs)
-	args := make([]any, 0, 5*n+1)
-	for _, c := range cs {
-		args = append(args, c.key, c.owner)
-	}
+	pc := padded(cs)
+	args := make([]any, 0, 5*len(pc)+1)
+	args = appendArgs(args, pc, func(c *batchCall) []any { return []any{c.key, c.owner} })
 	args = append(args, cs[0].ttl.Milliseconds())
-	args = appendKeys(args, cs)
-	for _, c := range cs {
-		args = append(args, c.key, c.token)
-	}
-	res, err := q.ExecContext(ctx, batchSQL(m.takeManySQL, n, "(?, ?)", ""), args...)
+	args = appendKeys(args, pc)
+	args = appendArgs(args, pc, func(c *batchCall) []any { return []any{c.key, c.token} })
+	res, err := q.ExecContext(ctx, m.takeMany.text(len(pc)), args...)
 	for _, c := range cs {
 		c.token++
 	}
-	m.settle(ctx, q, cs, res, err, "depth > 0", func(c *batchCall) { c.token = 0 })
+	m.settle(ctx, q, cs, res, err, m.confirmTaken, func(c *batchCall) { c.token = 0 })
 }
 
 // settle sets the results of a combined statement that should have changed
-// one row per call: all succeed when it did; otherwise confirmSQL (memo and
-// c.token at depth) tells which did, and miss runs for each of the others.
-func (m *mysqlDialect) settle(ctx context.Context, q querier, cs []*batchCall, res sql.Result, err error, depth string, miss func(*batchCall)) {
+// one row per call: all succeed when it did; otherwise confirm (memo and
+// c.token at the depths it allows) tells which did, and miss runs for each
+// of the others.
+func (m *mysqlDialect) settle(ctx context.Context, q querier, cs []*batchCall, res sql.Result, err error, confirm *sizedSQL, miss func(*batchCall)) {
 	var changed int64
 	if err == nil {
 		changed, err = res.RowsAffected()
 	}
 	if err == nil && changed != int64(len(cs)) {
 		var done map[string]bool
-		done, err = m.confirm(ctx, q, cs, depth)
+		done, err = m.confirm(ctx, q, cs, confirm)
 		for _, c := range cs {
 			if c.ok = done[c.key]; !c.ok && err == nil {
 				miss(c)
@@ -235,13 +238,11 @@ func (m *mysqlDialect) settle(ctx context.Context, q querier, cs []*batchCall, r
 }
 
 // confirm returns the keys whose rows carry their call's memo and token at
-// the depths depth allows.
-func (m *mysqlDialect) confirm(ctx context.Context, q querier, cs []*batchCall, depth string) (map[string]bool, error) {
-	args := appendKeys(make([]any, 0, 4*len(cs)), cs)
-	for _, c := range cs {
-		args = append(args, c.key, c.owner, c.token)
-	}
-	rows, err := q.QueryContext(ctx, batchSQL(m.confirmSQL, len(cs), "(?, ?, ?)", depth), args...)
+// the depths query (confirmTaken or confirmFreed) allows.
+func (m *mysqlDialect) confirm(ctx context.Context, q querier, cs []*batchCall, query *sizedSQL) (map[string]bool, error) {
+	pc := padded(cs)
+	args := appendArgs(appendKeys(make([]any, 0, 4*len(pc)), pc), pc, refArgs)
+	rows, err := q.QueryContext(ctx, query.text(len(pc)), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -260,19 +261,16 @@ func (m *mysqlDialect) releaseBatched(ctx context.Context, q querier, key, owner
 	return m.releases.release(ctx, q, key, owner, token)
 }
 
-// releaseMany releases acquisitions held at depth 1 in one statement. When
-// it changes fewer rows than it has calls, confirmSQL finds the rows it
+// releaseBatch releases acquisitions held at depth 1 in one statement. When
+// it changes fewer rows than it has calls, confirmFreed finds the rows it
 // released, and each other call is released alone (it may be held deeper,
 // or lost: then it reports false).
-func (m *mysqlDialect) releaseMany(ctx context.Context, q querier, cs []*batchCall) {
+func (m *mysqlDialect) releaseBatch(ctx context.Context, q querier, cs []*batchCall) {
 	sortByKey(cs)
-	n := len(cs)
-	args := appendKeys(make([]any, 0, 4*n), cs)
-	for _, c := range cs {
-		args = append(args, c.key, c.owner, c.token)
-	}
-	res, err := q.ExecContext(ctx, batchSQL(m.releaseManySQL, n, "(?, ?, ?)", ""), args...)
-	m.settle(ctx, q, cs, res, err, "depth = 0", func(c *batchCall) {
+	pc := padded(cs)
+	args := appendArgs(appendKeys(make([]any, 0, 4*len(pc)), pc), pc, refArgs)
+	res, err := q.ExecContext(ctx, m.releaseMany.text(len(pc)), args...)
+	m.settle(ctx, q, cs, res, err, m.confirmFreed, func(c *batchCall) {
 		c.ok, c.err = m.release(ctx, q, c.key, c.owner, c.token)
 	})
 	for _, c := range cs {
@@ -282,11 +280,9 @@ func (m *mysqlDialect) releaseMany(ctx context.Context, q querier, cs []*batchCa
 	}
 }
 
+// appendKeys appends each call's key, and NULL for a nil call (padded).
 func appendKeys(args []any, cs []*batchCall) []any {
-	for _, c := range cs {
-		args = append(args, c.key)
-	}
-	return args
+	return appendArgs(args, cs, func(c *batchCall) []any { return []any{c.key} })
 }
 
 // batchSQL fills a combined statement's lists for n calls: {keys}, {refs}

@@ -23,8 +23,7 @@ type postgres struct {
 	handoffSQL, heldSQL    string
 	renewSQL, reapSQL      string
 	releaseNotifySQL       string
-	takeManySQL            string
-	releaseManySQL         string
+	takeMany, releaseMany  *sizedSQL // combined statements, by number of calls
 	takes, releases        *combiner // a Locker's concurrent takes and releases (batcher)
 	fenceKey               int64     // the reap fence's advisory lock
 	rows                   *rowHints // keys whose rows were lately in place
@@ -94,30 +93,34 @@ RETURNING l.token`)
   update_time = CASE WHEN l.depth = 1 THEN statement_timestamp() ELSE l.update_time END
 {async}
 WHERE l.key_id = $1 AND l.memo = $2 AND l.token = $3 AND l.depth > 0 AND NOT ({expired})`)
-	// takeManySQL is takeSQL for many keys, each with its own memo; the
-	// keys come sorted, so that two batches lock shared rows in one order.
-	// "key_id = ANY($1)" lets the plan find the rows through the primary
-	// key even when the table is small: joined with unnest alone, a generic
-	// plan scans the whole table.
-	p.takeManySQL = r.Replace(`UPDATE {t} AS l SET
+	// takeMany is takeSQL for many keys, each with its own memo, listed in
+	// VALUES, one row of scalar parameters per key; the keys come sorted, so
+	// that two batches lock shared rows in one order. Scalars, not arrays:
+	// with an array, each execution's custom plan (estimated from the
+	// array's length) looks cheaper than the generic one (estimated for 10
+	// elements), so PostgreSQL plans the statement again at every execution,
+	// about 70 µs of server CPU; with scalars the generic plan, a nested loop
+	// over the primary key, is kept after the first few executions. Batches
+	// are padded (padded) with rows of NULLs, which join nothing.
+	p.takeMany = valuesSQL(r.Replace(`UPDATE {t} AS l SET
   memo = b.owner,
   depth = CASE WHEN l.depth = 0 OR {expired} THEN 1 ELSE l.depth + 1 END,
   token = CASE WHEN l.depth = 0 OR {expired} THEN nextval('{seq}') ELSE l.token END,
-  lease_ms = CASE WHEN l.depth = 0 OR {expired} THEN $3 ELSE GREATEST(l.lease_ms, $3) END,
+  lease_ms = CASE WHEN l.depth = 0 OR {expired} THEN $1 ELSE GREATEST(l.lease_ms, $1) END,
   update_time = statement_timestamp(),
   acquired_time = CASE WHEN l.depth = 0 OR {expired} THEN statement_timestamp() ELSE l.acquired_time END
-FROM unnest($1::text[], $2::text[]) AS b(key_id, owner)
-WHERE l.key_id = ANY($1) AND l.key_id = b.key_id AND (l.depth = 0 OR {expired} OR l.memo = b.owner)
-RETURNING l.key_id, l.token`)
-	// releaseManySQL is releaseSQL for many acquisitions.
-	p.releaseManySQL = r.Replace(`UPDATE {t} AS l SET
+FROM (VALUES {rows}) AS b(key_id, owner)
+WHERE l.key_id = b.key_id AND (l.depth = 0 OR {expired} OR l.memo = b.owner)
+RETURNING l.key_id, l.token`), 2, "text", "text")
+	// releaseMany is releaseSQL for many acquisitions, listed as takeMany's.
+	p.releaseMany = valuesSQL(r.Replace(`UPDATE {t} AS l SET
   depth = l.depth - 1,
   memo = CASE WHEN l.depth = 1 THEN '' ELSE l.memo END,
   lease_ms = CASE WHEN l.depth = 1 THEN 0 ELSE l.lease_ms END,
   update_time = CASE WHEN l.depth = 1 THEN statement_timestamp() ELSE l.update_time END
-FROM {asyncJoin}unnest($1::text[], $2::text[], $3::bigint[]) AS b(key_id, owner, token)
-WHERE l.key_id = ANY($1) AND l.key_id = b.key_id AND l.memo = b.owner AND l.token = b.token AND l.depth > 0 AND NOT ({expired})
-RETURNING l.key_id`)
+FROM {asyncJoin}(VALUES {rows}) AS b(key_id, owner, token)
+WHERE l.key_id = b.key_id AND l.memo = b.owner AND l.token = b.token AND l.depth > 0 AND NOT ({expired})
+RETURNING l.key_id`), 1, "text", "text", "bigint")
 	p.heldSQL = r.Replace(`SELECT 1 FROM {t} AS l WHERE l.key_id = $1 AND l.memo <> $2 AND l.depth > 0 AND NOT ({expired})`)
 	// The handover draws its token after the row lock is held (SET runs on
 	// the locked row), so it needs no reap fence: it never inserts.
@@ -173,13 +176,13 @@ RETURNING l.key_id, l.depth > 0`)
 		one: func(ctx context.Context, c *batchCall) {
 			c.token, c.ok, c.err = p.take(ctx, c.q, c.key, c.owner, c.ttl)
 		},
-		many: p.takeMany,
+		many: p.takeBatch,
 	}
 	p.releases = &combiner{
 		one: func(ctx context.Context, c *batchCall) {
 			c.ok, c.err = p.release(ctx, c.q, c.key, c.owner, c.token)
 		},
-		many: p.releaseMany,
+		many: p.releaseBatch,
 	}
 	return p
 }
@@ -216,15 +219,14 @@ func (p *postgres) take(ctx context.Context, q querier, key, owner string, ttl t
 	return scanToken(q.QueryRowContext(ctx, p.takeSQL, key, owner, ttl.Milliseconds()))
 }
 
-// takeMany takes the calls' keys in place in one statement; a key it does
+// takeBatch takes the calls' keys in place in one statement; a key it does
 // not return was not taken (acquireVia then reads or upserts it alone).
-func (p *postgres) takeMany(ctx context.Context, q querier, cs []*batchCall) {
+func (p *postgres) takeBatch(ctx context.Context, q querier, cs []*batchCall) {
 	sortByKey(cs)
-	keys, owners := make([]string, len(cs)), make([]string, len(cs))
-	for i, c := range cs {
-		keys[i], owners[i] = c.key, c.owner
-	}
-	rows, err := q.QueryContext(ctx, p.takeManySQL, keys, owners, cs[0].ttl.Milliseconds())
+	pc := padded(cs)
+	args := append(make([]any, 0, 1+2*len(pc)), cs[0].ttl.Milliseconds())
+	args = appendArgs(args, pc, func(c *batchCall) []any { return []any{c.key, c.owner} })
+	rows, err := q.QueryContext(ctx, p.takeMany.text(len(pc)), args...)
 	got, err := scanKeyTokens(rows, err)
 	for _, c := range cs {
 		c.token, c.ok = got[c.key]
@@ -239,15 +241,13 @@ func (p *postgres) releaseBatched(ctx context.Context, q querier, key, owner str
 	return p.releases.release(ctx, q, key, owner, token)
 }
 
-// releaseMany releases the calls' acquisitions in one statement, which
+// releaseBatch releases the calls' acquisitions in one statement, which
 // returns the keys it released.
-func (p *postgres) releaseMany(ctx context.Context, q querier, cs []*batchCall) {
+func (p *postgres) releaseBatch(ctx context.Context, q querier, cs []*batchCall) {
 	sortByKey(cs)
-	keys, owners, tokens := make([]string, len(cs)), make([]string, len(cs)), make([]int64, len(cs))
-	for i, c := range cs {
-		keys[i], owners[i], tokens[i] = c.key, c.owner, c.token
-	}
-	rows, err := q.QueryContext(ctx, p.releaseManySQL, keys, owners, tokens)
+	pc := padded(cs)
+	args := appendArgs(make([]any, 0, 3*len(pc)), pc, refArgs)
+	rows, err := q.QueryContext(ctx, p.releaseMany.text(len(pc)), args...)
 	var released []string
 	if err == nil {
 		released, err = scanStrings(rows)

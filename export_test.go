@@ -154,3 +154,7 @@ func Batched(l *Locker, kind string) (statements, calls int64) {
 	cb := combinerOf(l, kind)
 	return cb.batches.Load(), cb.combined.Load()
 }
+
+// ListenerReady is closed once l's listener holds its connection and
+// listens, or has given up. Test hook.
+func ListenerReady(l *Locker) <-chan struct{} { return l.listenReady }

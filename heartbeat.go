@@ -46,12 +46,13 @@ func (l *Locker) register(lk *Lock) bool {
 	l.heldKeys[lk.key]++
 	// Wake the loop only if this lock is due before the loop's next wake-up:
 	// a new lock is nearly always due later, and a kick costs a pass over
-	// every held lock.
-	due := lk.nextBeat
-	if lk.deadline.Before(due) {
-		due = lk.deadline
-	}
-	kick := l.wakeAt.IsZero() || due.Before(l.wakeAt)
+	// every held lock. Its renewal may come up to an eighth of an interval
+	// late (its acquire began before the loop computed that wake-up, which
+	// is then at most the acquire's duration later than the renewal); its
+	// deadline, at least four tenths of the lease after the renewal, must
+	// not be overslept.
+	kick := l.wakeAt.IsZero() || lk.deadline.Before(l.wakeAt) ||
+		lk.nextBeat.Before(l.wakeAt.Add(-lk.interval/8))
 	l.mu.Unlock()
 	if kick {
 		select {

@@ -47,3 +47,9 @@ type boundCtx struct {
 }
 
 func (c boundCtx) Value(key any) any { return c.values.Value(key) }
+
+// AfterFunc lets a context derived from c (pgx derives one for each
+// statement) learn of c's end through the bound's own list of functions.
+// Without it, the context package cannot see the bound inside this type
+// and starts a goroutine for each derived context to wait for c.Done.
+func (c boundCtx) AfterFunc(f func()) (stop func() bool) { return context.AfterFunc(c.Context, f) }

@@ -3,6 +3,7 @@ package dblock
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -52,5 +53,38 @@ func TestReleaseBounds(t *testing.T) {
 	}
 	if second.Err() != nil {
 		t.Fatal("the previous bound was cancelled while releases may still use it")
+	}
+}
+
+// A context derived from a release's context ends with the bound, and
+// deriving it starts no goroutine to watch the bound (boundCtx.AfterFunc):
+// pgx derives one for every statement.
+func TestReleaseBoundDerived(t *testing.T) {
+	var b releaseBounds
+	ctx := b.within(context.Background())
+	before := runtime.NumGoroutine()
+	const n = 100
+	children := make([]context.Context, n)
+	cancels := make([]context.CancelFunc, n)
+	for i := range children {
+		children[i], cancels[i] = context.WithCancel(ctx)
+	}
+	if grown := runtime.NumGoroutine() - before; grown >= n/2 {
+		t.Errorf("%d derived contexts started %d goroutines", n, grown)
+	}
+	cancels[0]()
+	if children[1].Err() != nil {
+		t.Fatal("cancelling one derived context ended another")
+	}
+	b.cancel() // the bound ends
+	for i, c := range children {
+		select {
+		case <-c.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("derived context %d did not end with the bound", i)
+		}
+	}
+	for _, cancel := range cancels {
+		cancel()
 	}
 }

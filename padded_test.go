@@ -1,0 +1,60 @@
+package dblock
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// A batch is padded with nil calls to the next of batchSizes, by less than
+// half its calls, and their arguments are NULLs: nine statement texts
+// per kind, whatever the batch's size, and each text's placeholders all
+// bound.
+func TestPadded(t *testing.T) {
+	sizes := map[int]bool{}
+	for n := 2; n <= maxBatch; n++ {
+		cs := make([]*batchCall, n)
+		for i := range cs {
+			cs[i] = &batchCall{key: fmt.Sprint("k", i), owner: "o", token: int64(i)}
+		}
+		pc := padded(cs)
+		sizes[len(pc)] = true
+		if len(pc) < n || 2*(len(pc)-n) >= n {
+			t.Fatalf("%d calls padded to %d", n, len(pc))
+		}
+		for i, c := range pc {
+			if (i < n) != (c != nil) || i < n && c != cs[i] {
+				t.Fatalf("%d calls: entry %d is %v", n, i, c)
+			}
+		}
+		args := appendArgs(appendKeys(nil, pc), pc, refArgs)
+		if len(args) != 4*len(pc) {
+			t.Fatalf("%d calls: %d arguments, want %d", n, len(args), 4*len(pc))
+		}
+		for i, a := range args {
+			pad := i >= n && i < len(pc) || i >= len(pc)+3*n
+			if (a == nil) != pad {
+				t.Fatalf("%d calls: argument %d is %v", n, i, a)
+			}
+		}
+		if q := batchSQL("{keys} {refs}", len(pc), "(?, ?, ?)", ""); strings.Count(q, "?") != len(args) {
+			t.Fatalf("%d calls: %d placeholders for %d arguments", n, strings.Count(q, "?"), len(args))
+		}
+	}
+	if len(sizes) != len(batchSizes) {
+		t.Errorf("batch sizes %v, want %v", sizes, batchSizes)
+	}
+	// The caller's slice is left as it was, spare capacity included.
+	cs := make([]*batchCall, 5, 8)
+	for i := range cs {
+		cs[i] = &batchCall{}
+	}
+	sentinel := &batchCall{key: "sentinel"}
+	cs[:6][5] = sentinel
+	if pc := padded(cs); len(pc) != 6 || pc[5] != nil {
+		t.Fatalf("padded to %d calls, padding %v; want 6, nil", len(pc), pc[5:])
+	}
+	if cs[:6][5] != sentinel {
+		t.Error("padded wrote into the spare capacity of its argument")
+	}
+}
