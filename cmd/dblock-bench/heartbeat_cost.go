@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -173,7 +174,7 @@ func (t *target) counters(ctx context.Context) (map[string]float64, error) {
 			return nil, err
 		}
 		if v, err := strconv.ParseFloat(value.String, 64); err == nil {
-			m[name.String] = v
+			m[strings.ToLower(name.String)] = v
 		}
 	}
 	return m, rows.Err()

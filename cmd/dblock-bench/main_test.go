@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"github.com/dblockhq/dblock"
 	"io"
 	"os"
 	"path/filepath"
@@ -105,6 +106,15 @@ func checkDetails(t *testing.T, r *Row) {
 		} else if c.Overlaps != 0 || c.Deadlocks != 0 {
 			t.Errorf("%s contended: %d overlapping holders, %d deadlocks", r.DB, c.Overlaps, c.Deadlocks)
 		}
+	}
+	// Every cycle of raw statements or of dblock commits twice on MySQL, so
+	// InnoDB flushes its log, at most once a commit (and a few data files at
+	// a checkpoint); PostgreSQL's flushes are not read.
+	switch {
+	case r.DB == string(dblock.MySQL) && (r.Case == "raw" || r.Case == "dblock") && (r.FlushesPerOp <= 0 || r.FlushesPerOp > 3):
+		t.Errorf("%s %s g=%d: %v log flushes per op, want 0 < n <= 3", r.DB, r.Case, r.Goroutines, r.FlushesPerOp)
+	case r.DB == string(dblock.Postgres) && r.FlushesPerOp != 0:
+		t.Errorf("%s %s g=%d: %v log flushes per op, want none read", r.DB, r.Case, r.Goroutines, r.FlushesPerOp)
 	}
 	if h := r.Heartbeat; r.Case == "heartbeat" {
 		if h == nil || h.Held != 200 || h.StmtsPerInterval <= 0 || h.RowsPerInterval <= 0 || h.AcquirePerSec <= 0 || h.GoroutinesAfter <= 0 {

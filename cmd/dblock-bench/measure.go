@@ -20,7 +20,8 @@ type measured struct {
 	elapsed   time.Duration
 	lat       []time.Duration // sorted
 	firstErr  error
-	cpu       cpuSpan // used while measuring
+	cpu       cpuSpan   // used while measuring
+	flushes   flushSpan // made while measuring
 }
 
 // loop runs op in g workers: warmupOps times each, then, all together, for
@@ -68,12 +69,12 @@ func loop(ctx context.Context, g int, d time.Duration, op func(ctx context.Conte
 		}()
 	}
 	ready.Wait()
-	cpu := startCPU()
+	flushes, cpu := startFlushes(), startCPU()
 	t0 := time.Now()
 	end = t0.Add(d)
 	close(start)
 	done.Wait()
-	m := measured{elapsed: time.Since(t0), cpu: cpu.stop()}
+	m := measured{elapsed: time.Since(t0), cpu: cpu.stop(), flushes: flushes.stop()}
 	for _, r := range results {
 		m.ops += r.ops
 		m.errs += r.errs

@@ -42,10 +42,12 @@ type Row struct {
 	Ratio    float64 `json:"ratio,omitempty"`
 	// ClientCPUMicros is the CPU time this process used per operation
 	// (every goroutine); ServerCPUMicros the server's, with -mysql-pid.
-	ClientCPUMicros float64        `json:"client_cpu_us_per_op,omitempty"`
-	ServerCPUMicros float64        `json:"server_cpu_us_per_op,omitempty"`
-	Contended       *ContendedStat `json:"contended,omitempty"`
-	Heartbeat       *HeartbeatStat `json:"heartbeat,omitempty"`
+	ClientCPUMicros float64 `json:"client_cpu_us_per_op,omitempty"`
+	ServerCPUMicros float64 `json:"server_cpu_us_per_op,omitempty"`
+	// FlushesPerOp is the server's log flushes per operation (MySQL).
+	FlushesPerOp float64        `json:"log_flushes_per_op,omitempty"`
+	Contended    *ContendedStat `json:"contended,omitempty"`
+	Heartbeat    *HeartbeatStat `json:"heartbeat,omitempty"`
 }
 
 // ContendedStat describes the contended case.
@@ -105,6 +107,9 @@ func (r Row) cells() []string {
 		notes = fmt.Sprintf("CPU per op: client %.0fµs", r.ClientCPUMicros)
 		if r.ServerCPUMicros > 0 {
 			notes += fmt.Sprintf(", server %.0fµs", r.ServerCPUMicros)
+		}
+		if r.FlushesPerOp > 0 {
+			notes += fmt.Sprintf("; log flushes per op %.2f", r.FlushesPerOp)
 		}
 	}
 	if r.FirstError != "" {

@@ -9,11 +9,14 @@ import (
 // postgresSQL holds every statement the suite sends to PostgreSQL besides
 // dblock's own. {t} is replaced by a quoted table name.
 var postgresSQL = dbSQL{
-	quote:        func(ident string) string { return `"` + ident + `"` },
-	createRaw:    `CREATE TABLE {t} (key_id TEXT NOT NULL PRIMARY KEY)`,
-	insertRaw:    `INSERT INTO {t} (key_id) VALUES ($1) ON CONFLICT DO NOTHING`,
-	deleteRaw:    `DELETE FROM {t} WHERE key_id = $1`,
-	dropRaw:      []string{`DROP TABLE IF EXISTS {t}`},
+	quote:     func(ident string) string { return `"` + ident + `"` },
+	createRaw: `CREATE TABLE {t} (key_id TEXT NOT NULL PRIMARY KEY)`,
+	insertRaw: `INSERT INTO {t} (key_id) VALUES ($1) ON CONFLICT DO NOTHING`,
+	deleteRaw: `DELETE FROM {t} WHERE key_id = $1`,
+	dropRaw:   []string{`DROP TABLE IF EXISTS {t}`},
+	fillLock: `INSERT INTO {t} (key_id, memo, depth, token, lease_ms)
+SELECT 'idle-' || ($1::bigint + i), '', 0, 0, 0 FROM generate_series(1, 1000) AS i`,
+	analyzeLock:  `ANALYZE {t}`,
 	createCommit: `CREATE TABLE {t} (id INT NOT NULL PRIMARY KEY, n BIGINT NOT NULL)`,
 	insertCommit: `INSERT INTO {t} (id, n) VALUES (1, 0)`,
 	updateCommit: `UPDATE {t} SET n = n + 1 WHERE id = 1`,
@@ -31,6 +34,8 @@ GROUP BY us`,
 	// The lock table's own counter; backends flush it at most once a second.
 	counters:    `SELECT 'n_tup_upd', n_tup_upd FROM pg_stat_user_tables WHERE relname = $1`,
 	counterArgs: func(table string) []any { return []any{table} },
+	// No flushes: pg_stat_wal's wal_sync is summed from backends that
+	// report at most once a second, too late for slices of a second.
 	isDeadlock: func(err error) bool {
 		var s interface{ SQLState() string }
 		return errors.As(err, &s) && s.SQLState() == "40P01"

@@ -26,6 +26,7 @@ type config struct {
 	only      map[string]bool // cases to run (with their baselines); nil: all
 	rounds    int             // a case and its baseline alternate in this many slices
 	mysqlPID  int             // a local MySQL/MariaDB server's process, for its CPU time; 0: none
+	idleKeys  int             // released rows put in the lock table before the cases run
 }
 
 // benchCase is one measurement, run once per goroutine count on each
@@ -92,22 +93,27 @@ func run(ctx context.Context, cfg config, out io.Writer) (Report, error) {
 }
 
 func runTarget(ctx context.Context, cfg config, d dblock.Dialect, out io.Writer) (rows []Row, err error) {
-	t, err := openTarget(ctx, d, cfg.dsns[d])
+	t, err := openTarget(ctx, d, cfg.dsns[d], cfg.idleKeys)
 	if err != nil {
 		return nil, err
-	}
-	serverCPU = nil
-	if d == dblock.MySQL && cfg.mysqlPID > 0 {
-		serverCPU = procCPU(cfg.mysqlPID)
-		if _, err := serverCPU(); err != nil {
-			return nil, fmt.Errorf("-mysql-pid: %w", err)
-		}
 	}
 	defer func() {
 		if cerr := t.Close(); err == nil {
 			err = cerr
 		}
 	}()
+	serverCPU, serverFlushes = nil, flushReader(t.admin, t.sql.flushes)
+	if serverFlushes != nil {
+		if _, err := serverFlushes(); err != nil {
+			return nil, err
+		}
+	}
+	if d == dblock.MySQL && cfg.mysqlPID > 0 {
+		serverCPU = procCPU(cfg.mysqlPID)
+		if _, err := serverCPU(); err != nil {
+			return nil, fmt.Errorf("-mysql-pid: %w", err)
+		}
+	}
 	all := cases()
 	isBaseline := map[string]bool{}
 	for _, c := range all {
@@ -223,6 +229,7 @@ func mergeRows(rs []Row) Row {
 	slices.Sort(p99s)
 	m.P50Micros, m.P99Micros = p50s[len(p50s)/2], p99s[len(p99s)/2]
 	m.ClientCPUMicros, m.ServerCPUMicros = perOp(rs, func(r Row) float64 { return r.ClientCPUMicros }), perOp(rs, func(r Row) float64 { return r.ServerCPUMicros })
+	m.FlushesPerOp = perOp(rs, func(r Row) float64 { return r.FlushesPerOp })
 	m.Contended = mergeContended(rs)
 	return m
 }

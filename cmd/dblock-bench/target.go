@@ -26,6 +26,9 @@ type dbSQL struct {
 	createCommit, insertCommit, updateCommit string
 	// dropLock removes a migrated lock table and its companions.
 	dropLock []string
+	// fillLock adds released rows ('idle-<i>', i from $1 + 1 to $1 + 1000)
+	// to a lock table; analyzeLock refreshes its statistics.
+	fillLock, analyzeLock string
 	// Session locks, raw: lock and unlock one name on a pinned connection.
 	advLock, advUnlock string
 	advArg             func(base int64, i int) any
@@ -35,7 +38,10 @@ type dbSQL struct {
 	// counters returns (name, value) rows of server update counters.
 	counters    string
 	counterArgs func(table string) []any
-	isDeadlock  func(error) bool
+	// flushes returns one (name, value) row: the server's count of log
+	// flushes to disk so far; empty where it is not read (flushes.go).
+	flushes    string
+	isDeadlock func(error) bool
 }
 
 var dialectSQL = map[dblock.Dialect]dbSQL{}
@@ -64,7 +70,7 @@ func (t *target) stmt(s, table string) string {
 
 // openTarget connects to d, migrates a fresh lock table and creates the raw
 // table. Close drops both.
-func openTarget(ctx context.Context, d dblock.Dialect, dsn string) (*target, error) {
+func openTarget(ctx context.Context, d dblock.Dialect, dsn string, idleKeys int) (*target, error) {
 	s, ok := dialectSQL[d]
 	if !ok {
 		return nil, fmt.Errorf("unknown database %q", d)
@@ -90,6 +96,9 @@ func openTarget(ctx context.Context, d dblock.Dialect, dsn string) (*target, err
 	if err := dblock.Migrate(ctx, t.admin, dblock.WithTable(t.lockTable)); err != nil {
 		return nil, errors.Join(err, t.Close())
 	}
+	if err := t.fill(ctx, idleKeys); err != nil {
+		return nil, errors.Join(fmt.Errorf("adding idle keys to the lock table: %w", err), t.Close())
+	}
 	if _, err := t.admin.ExecContext(ctx, t.stmt(s.createRaw, t.rawTable)); err != nil {
 		return nil, errors.Join(fmt.Errorf("creating the raw table: %w", err), t.Close())
 	}
@@ -99,6 +108,22 @@ func openTarget(ctx context.Context, d dblock.Dialect, dsn string) (*target, err
 		}
 	}
 	return t, nil
+}
+
+// fill adds n released rows, in thousands, to the lock table, as a table
+// that many keys have used holds, and refreshes its statistics, as
+// autovacuum or a DBA would.
+func (t *target) fill(ctx context.Context, n int) error {
+	if n <= 0 {
+		return nil
+	}
+	for from := 0; from < n; from += 1000 {
+		if _, err := t.admin.ExecContext(ctx, t.stmt(t.sql.fillLock, t.lockTable), from); err != nil {
+			return err
+		}
+	}
+	_, err := t.admin.ExecContext(ctx, t.stmt(t.sql.analyzeLock, t.lockTable))
+	return err
 }
 
 // pool opens a new pool of at most n connections, all kept idle between

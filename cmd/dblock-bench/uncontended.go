@@ -143,6 +143,9 @@ func rowFrom(m measured) Row {
 		if m.cpu.hasServer {
 			r.ServerCPUMicros = micros(m.cpu.server) / float64(m.ops)
 		}
+		if m.flushes.ok {
+			r.FlushesPerOp = float64(m.flushes.n) / float64(m.ops)
+		}
 	}
 	return r
 }
