@@ -2,6 +2,7 @@ package dblock_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"testing"
@@ -272,11 +273,103 @@ func TestWithoutCombining(t *testing.T) {
 		warm(t, ctx, l, "w")
 		_, endTakes := dblock.HoldBatches(l, "take")
 		defer endTakes()
-		_, endReleases := dblock.HoldBatches(l, "release")
-		defer endReleases()
+		if !dblock.SharedCombiner(l) {
+			_, endReleases := dblock.HoldBatches(l, "release")
+			defer endReleases()
+		}
 		lk := mustLock(t)(l.TryLock(ctx, "w"))
 		if err := lk.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
 	})
+}
+
+// On MySQL takes and releases share one combiner: queued TryLocks and
+// Unlocks of one Locker run as one statement, and each call gets what it
+// would have got alone, a stale take (its key taken by another Locker)
+// refused and a lapsed release reported not held among them.
+func TestCombinedTakesAndReleases(t *testing.T) {
+	l, db, table := dbtest.Locker(t, dblock.MySQL)
+	checkTakesAndReleases(t, l, db, table)
+}
+
+// checkTakesAndReleases is TestCombinedTakesAndReleases on l, a MySQL
+// Locker of table; db reads the rows.
+func checkTakesAndReleases(t *testing.T, l *dblock.Locker, db *sql.DB, table string) {
+	t.Helper()
+	d := dblock.MySQL
+	ctx := ctxT(t, time.Minute)
+	if !dblock.SharedCombiner(l) {
+		t.Fatal("MySQL's takes and releases do not share a combiner")
+	}
+	other, _ := newLocker(t, d, table)
+	before := warm(t, ctx, l, "a", "b", "c", "x", "y")
+	held := takenAll(t, 0, []string{"x", "y"}, tryCombined(t, ctx, l, "x", "y"))
+	mustLock(t)(other.TryLock(ctx, "b")) // l's knowledge of b is stale
+	mustExec(t, db, "UPDATE "+quote(d, table)+" SET update_time = update_time - INTERVAL 1 HOUR WHERE key_id = ?", "y")
+	takes0, _ := dblock.Batched(l, "take")
+	releases0, _ := dblock.Batched(l, "release")
+
+	queued, end := dblock.HoldBatches(l, "take")
+	locks := make(chan lockResult, 3)
+	for i, k := range []string{"a", "b", "c"} {
+		go func() {
+			lk, err := l.TryLock(ctx, k)
+			locks <- lockResult{i, lk, err}
+		}()
+	}
+	unlocks := make(chan error, 2)
+	for _, lk := range held {
+		go func() { unlocks <- lk.Unlock(ctx) }()
+	}
+	for range 5 {
+		<-queued
+	}
+	end()
+	got := make([]lockResult, 3)
+	for range got {
+		r := <-locks
+		got[r.i] = r
+	}
+	errs := []error{<-unlocks, <-unlocks}
+
+	if takes, _ := dblock.Batched(l, "take"); takes != takes0+1 {
+		t.Errorf("%d statements carried takes, want 1", takes-takes0)
+	}
+	if releases, _ := dblock.Batched(l, "release"); releases != releases0+1 {
+		t.Errorf("%d statements carried releases, want 1", releases-releases0)
+	}
+	for _, i := range []int{0, 2} {
+		k := []string{"a", "b", "c"}[i]
+		if got[i].err != nil {
+			t.Fatalf("TryLock(%s): %v", k, got[i].err)
+		}
+		row, _ := readRow(t, db, d, table, k)
+		if lk := got[i].lk; lk.Token() <= before[k] || row.memo != lk.Owner() || row.depth != 1 || row.token != lk.Token() {
+			t.Errorf("%s: token %d (was %d), row %+v", k, lk.Token(), before[k], row)
+		}
+	}
+	if !errors.Is(got[1].err, dblock.ErrLocked) {
+		t.Errorf("TryLock(b), held by another Locker: %v, want ErrLocked", got[1].err)
+	}
+	var notHeld, nils int
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			nils++
+		case errors.Is(err, dblock.ErrNotHeld):
+			notHeld++
+		default:
+			t.Errorf("Unlock: %v", err)
+		}
+	}
+	if nils != 1 || notHeld != 1 {
+		t.Errorf("Unlocks %v: want x released and y (lease lapsed) not held", errs)
+	}
+	if row, _ := readRow(t, db, d, table, "x"); row.depth != 0 || row.token != held[0].Token() {
+		t.Errorf("x row %+v after Unlock, want depth 0 at token %d", row, held[0].Token())
+	}
+	if row, _ := readRow(t, db, d, table, "y"); row.depth != 1 || row.memo != held[1].Owner() {
+		t.Errorf("y row %+v: a failed release changed it", row)
+	}
 }

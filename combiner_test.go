@@ -93,3 +93,57 @@ func TestCombinerOneWhenBusy(t *testing.T) {
 		t.Fatalf("limit %d after statements that ended with nothing queued, want 2", got)
 	}
 }
+
+// A shared combiner runs calls alone while fewer than sharedCalls are in
+// it; once more are, a call that arrives queues, and the queue runs as one
+// statement, takes and releases together, when the last one alone ends.
+func TestSharedCombiner(t *testing.T) {
+	cb, started, release := fakeCombiner()
+	cb.shared = true
+	queued := make(chan struct{}, 8)
+	cb.queued = queued
+	var alone []<-chan *batchCall
+	for _, k := range []string{"a", "b", "c"} {
+		alone = append(alone, call(cb, k))
+		if keys := <-started; len(keys) != 1 {
+			t.Fatalf("statement %v, want %s alone", keys, k)
+		}
+	}
+	if got := cb.limit(); got != sharedCalls-1 {
+		t.Fatalf("limit %d with %d calls in, want %d", got, sharedCalls-1, sharedCalls-1)
+	}
+	releases := make(chan *batchCall, 1)
+	go func() {
+		c := &batchCall{ctx: context.Background(), key: "r", release: true}
+		cb.do(c)
+		releases <- c
+	}()
+	more := []<-chan *batchCall{call(cb, "d"), call(cb, "e")}
+	for range 3 {
+		<-queued
+	}
+	for i := range alone {
+		select {
+		case keys := <-started:
+			t.Fatalf("%v started while %d calls alone still run", keys, len(alone)-i)
+		default:
+		}
+		release <- struct{}{}
+		<-alone[i]
+	}
+	if keys := <-started; len(keys) != 3 {
+		t.Fatalf("next statement %v, want d, e and the release r together", keys)
+	}
+	release <- struct{}{}
+	for _, ch := range append(more, releases) {
+		if c := <-ch; !c.ok {
+			t.Fatalf("%s not done", c.key)
+		}
+	}
+	if n, calls := cb.batches[0].Load(), cb.combined[0].Load(); n != 1 || calls != 2 {
+		t.Errorf("%d statements carried %d takes, want 1 of 2", n, calls)
+	}
+	if n, calls := cb.batches[1].Load(), cb.combined[1].Load(); n != 1 || calls != 1 {
+		t.Errorf("%d statements carried %d releases, want 1 of 1", n, calls)
+	}
+}

@@ -47,13 +47,12 @@ type mysqlDialect struct {
 	reapFenceSQL, reapScan  string
 	reapLockSQL, reapDelSQL string
 	versionDDL              string
-	// Combined statements, by number of calls, and the reads that confirm
-	// which calls a take or a release of many did.
-	takeMany, releaseMany      *sizedSQL
-	confirmTaken, confirmFreed *sizedSQL
-	rows                       *rowHints // keys whose rows were lately in place
-	takes, releases            *combiner // a Locker's concurrent takes and releases (batcher)
-	tx                         *myTx
+	// The combined statement, by number of calls, and the read that
+	// confirms which of its calls it did.
+	cycleMany, confirmMany *sizedSQL
+	rows                   *rowHints // keys whose rows were lately in place
+	calls                  *combiner // a Locker's concurrent takes in place and releases (batcher)
+	tx                     *myTx
 }
 
 var _ dialect = (*mysqlDialect)(nil)
@@ -127,38 +126,44 @@ WHERE key_id IN ({keys}) AND (key_id, token) IN ({refs}) AND depth > 0 AND NOT (
     version    BIGINT      NOT NULL PRIMARY KEY,
     applied_at DATETIME(6) NOT NULL
 ) ENGINE = InnoDB`
-	// takeMany takes many released keys in place, each for its own memo,
-	// at the token this Locker left in the row when it released it, so the
-	// new token is known without LAST_INSERT_ID, which holds one value.
-	takeMany := r.Replace(`UPDATE {t} FORCE INDEX (PRIMARY) SET
-  acquired_time = UTC_TIMESTAMP(6), token = token + 1,
-  memo = CASE key_id {whens} END, depth = 1, lease_ms = ?, update_time = UTC_TIMESTAMP(6)
-WHERE key_id IN ({keys}) AND (key_id, token) IN ({refs}) AND depth = 0`)
-	// releaseMany is releaseLastSQL for many acquisitions.
-	releaseMany := r.Replace(`UPDATE {t} FORCE INDEX (PRIMARY) SET lease_ms = 0, update_time = UTC_TIMESTAMP(6), depth = 0
-WHERE key_id IN ({keys}) AND (key_id, memo, token) IN ({refs}) AND depth = 1 AND NOT ({expired})`)
-	// confirm finds which of (key, memo, token) the rows carry, at the
-	// depths {depth} allows, after a combined statement changed fewer rows
-	// than it had calls.
-	confirm := r.Replace(`SELECT key_id FROM {t} FORCE INDEX (PRIMARY)
-WHERE key_id IN ({keys}) AND (key_id, memo, token) IN ({refs}) AND {depth}`)
-	sized := func(query, ref, depth string) *sizedSQL {
-		return newSizedSQL(func(n int) string { return batchSQL(query, n, ref, depth) })
-	}
-	m.takeMany, m.releaseMany = sized(takeMany, "(?, ?)", ""), sized(releaseMany, "(?, ?, ?)", "")
-	m.confirmTaken, m.confirmFreed = sized(confirm, "(?, ?, ?)", "depth > 0"), sized(confirm, "(?, ?, ?)", "depth = 0")
+	// cycleMany runs many calls, takes in place of released keys and
+	// releases of acquisitions held at depth 1 in any mix, as one statement
+	// and so one commit: under load a Locker's goroutines that take and those
+	// that release share it, as the raw cycle's 8 connections share InnoDB's
+	// group commit. A take's key is matched at depth 0 and the token this
+	// Locker left in the row when it released it, so its new token is known
+	// without LAST_INSERT_ID (which holds one value); a release's at depth 1,
+	// its memo and token, lease live. Every assignment reads the old depth,
+	// which is assigned last, so left-to-right and simultaneous assignment
+	// (MariaDB's SIMULTANEOUS_ASSIGNMENT) agree.
+	cycleMany := r.Replace(`UPDATE {t} FORCE INDEX (PRIMARY) SET
+  acquired_time = IF(depth = 0, UTC_TIMESTAMP(6), acquired_time),
+  token = IF(depth = 0, token + 1, token),
+  memo = IF(depth = 0, CASE key_id {whens} END, memo),
+  lease_ms = IF(depth = 0, ?, 0),
+  update_time = UTC_TIMESTAMP(6),
+  depth = 1 - depth
+WHERE key_id IN ({keys}) AND (key_id, token, depth, IF(depth = 0, '', memo)) IN ({refs})
+  AND (depth = 0 OR NOT ({expired}))`)
+	// confirmMany finds which calls of a cycleMany that changed fewer rows
+	// than it had calls were done: a taken row carries the take's memo at
+	// the new token (a memo without Owner is fresh, so only that call set
+	// it), a released one the release's memo and token at depth 0.
+	confirmMany := r.Replace(`SELECT key_id FROM {t} FORCE INDEX (PRIMARY)
+WHERE key_id IN ({keys}) AND (key_id, memo, token, depth > 0) IN ({refs})`)
+	m.cycleMany = newSizedSQL(func(n int) string { return batchSQL(cycleMany, n, "(?, ?, ?, ?)") })
+	m.confirmMany = newSizedSQL(func(n int) string { return batchSQL(confirmMany, n, "(?, ?, ?, ?)") })
 	m.tx = newMyTx(r)
-	m.takes = &combiner{
+	m.calls = &combiner{
 		one: func(ctx context.Context, c *batchCall) {
+			if c.release {
+				c.ok, c.err = m.release(ctx, c.q, c.key, c.owner, c.token)
+				return
+			}
 			c.token, c.ok, c.err = m.take(ctx, c.q, c.key, c.owner, c.ttl.Milliseconds())
 		},
-		many: m.takeBatch,
-	}
-	m.releases = &combiner{
-		one: func(ctx context.Context, c *batchCall) {
-			c.ok, c.err = m.release(ctx, c.q, c.key, c.owner, c.token)
-		},
-		many: m.releaseBatch,
+		many:   m.batch,
+		shared: true,
 	}
 	return m
 }
@@ -177,7 +182,7 @@ func (m *mysqlDialect) acquire(ctx context.Context, q querier, key, owner string
 func (m *mysqlDialect) acquireBatched(ctx context.Context, q querier, key, owner string, ttl time.Duration) (int64, bool, error) {
 	return m.acquireWith(ctx, q, key, owner, ttl, func() (int64, bool, error) {
 		if last := m.rows.lastToken(key); last != 0 {
-			return m.takes.take(ctx, q, key, owner, ttl, last)
+			return m.calls.take(ctx, q, key, owner, ttl, last)
 		}
 		return m.take(ctx, q, key, owner, ttl.Milliseconds())
 	})
@@ -191,58 +196,67 @@ func (m *mysqlDialect) acquireWith(ctx context.Context, q querier, key, owner st
 		func() (bool, error) { return m.held(ctx, q, key, owner) })
 }
 
-// takeBatch takes released keys in place in one statement, each at the
-// token the call brings (rowHints.lastToken) plus one. When it changes a
-// row for every call, each got its key; otherwise a read finds which rows
-// carry their call's memo and token (a memo without Owner is fresh, so
-// such a row was taken by that call), and the others go on alone.
-func (m *mysqlDialect) takeBatch(ctx context.Context, q querier, cs []*batchCall) {
+// batch runs takes in place and releases at depth 1 as one statement
+// (cycleMany). A take brings the token its Locker left in the row
+// (rowHints.lastToken) and gets that plus one. When the statement changes a
+// row for every call, each call was done; otherwise confirmMany finds which
+// were. A take not done reports not taken (the acquire goes on through the
+// upsert); a release not done runs alone (its key may be held deeper, or
+// lost: then it reports false).
+func (m *mysqlDialect) batch(ctx context.Context, q querier, cs []*batchCall) {
 	sortByKey(cs)
 	pc := padded(cs)
-	args := make([]any, 0, 5*len(pc)+1)
-	args = appendArgs(args, pc, func(c *batchCall) []any { return []any{c.key, c.owner} })
-	args = append(args, cs[0].ttl.Milliseconds())
-	args = appendKeys(args, pc)
-	args = appendArgs(args, pc, func(c *batchCall) []any { return []any{c.key, c.token} })
-	res, err := q.ExecContext(ctx, m.takeMany.text(len(pc)), args...)
+	var ms int64
 	for _, c := range cs {
-		c.token++
+		if !c.release {
+			ms = c.ttl.Milliseconds()
+		}
 	}
-	m.settle(ctx, q, cs, res, err, m.confirmTaken, func(c *batchCall) { c.token = 0 })
-}
-
-// settle sets the results of a combined statement that should have changed
-// one row per call: all succeed when it did; otherwise confirm (memo and
-// c.token at the depths it allows) tells which did, and miss runs for each
-// of the others.
-func (m *mysqlDialect) settle(ctx context.Context, q querier, cs []*batchCall, res sql.Result, err error, confirm *sizedSQL, miss func(*batchCall)) {
+	args := make([]any, 0, 7*len(pc)+1)
+	args = appendArgs(args, pc, func(c *batchCall) []any { return []any{c.key, c.owner} })
+	args = append(args, ms)
+	args = appendKeys(args, pc)
+	args = appendArgs(args, pc, func(c *batchCall) []any {
+		if c.release {
+			return []any{c.key, c.token, 1, c.owner}
+		}
+		return []any{c.key, c.token, 0, ""}
+	})
+	res, err := q.ExecContext(ctx, m.cycleMany.text(len(pc)), args...)
 	var changed int64
 	if err == nil {
 		changed, err = res.RowsAffected()
 	}
+	var done map[string]bool
 	if err == nil && changed != int64(len(cs)) {
-		var done map[string]bool
-		done, err = m.confirm(ctx, q, cs, confirm)
-		for _, c := range cs {
-			if c.ok = done[c.key]; !c.ok && err == nil {
-				miss(c)
-			}
-		}
-		if err == nil {
-			return
-		}
+		done, err = m.confirm(ctx, q, pc)
 	}
 	for _, c := range cs {
-		c.ok, c.err = err == nil, err
+		if !c.release {
+			c.token++
+		}
+		c.ok, c.err = err == nil && (done == nil || done[c.key]), err
+		switch {
+		case c.ok && c.release:
+			m.rows.released(c.key, c.token)
+		case c.ok, err != nil:
+		case c.release:
+			c.ok, c.err = m.release(ctx, q, c.key, c.owner, c.token)
+		default:
+			c.token = 0
+		}
 	}
 }
 
-// confirm returns the keys whose rows carry their call's memo and token at
-// the depths query (confirmTaken or confirmFreed) allows.
-func (m *mysqlDialect) confirm(ctx context.Context, q querier, cs []*batchCall, query *sizedSQL) (map[string]bool, error) {
-	pc := padded(cs)
-	args := appendArgs(appendKeys(make([]any, 0, 4*len(pc)), pc), pc, refArgs)
-	rows, err := q.QueryContext(ctx, query.text(len(pc)), args...)
+// confirm returns the keys of the calls of pc (padded) that cycleMany did.
+func (m *mysqlDialect) confirm(ctx context.Context, q querier, pc []*batchCall) (map[string]bool, error) {
+	args := appendArgs(appendKeys(make([]any, 0, 5*len(pc)), pc), pc, func(c *batchCall) []any {
+		if c.release {
+			return []any{c.key, c.owner, c.token, 0}
+		}
+		return []any{c.key, c.owner, c.token + 1, 1}
+	})
+	rows, err := q.QueryContext(ctx, m.confirmMany.text(len(pc)), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -254,30 +268,11 @@ func (m *mysqlDialect) confirm(ctx context.Context, q querier, cs []*batchCall, 
 	return done, err
 }
 
-func (m *mysqlDialect) combiners() (takes, releases *combiner) { return m.takes, m.releases }
+func (m *mysqlDialect) combiners() (takes, releases *combiner) { return m.calls, m.calls }
 
 // releaseBatched implements batcher.
 func (m *mysqlDialect) releaseBatched(ctx context.Context, q querier, key, owner string, token int64) (bool, error) {
-	return m.releases.release(ctx, q, key, owner, token)
-}
-
-// releaseBatch releases acquisitions held at depth 1 in one statement. When
-// it changes fewer rows than it has calls, confirmFreed finds the rows it
-// released, and each other call is released alone (it may be held deeper,
-// or lost: then it reports false).
-func (m *mysqlDialect) releaseBatch(ctx context.Context, q querier, cs []*batchCall) {
-	sortByKey(cs)
-	pc := padded(cs)
-	args := appendArgs(appendKeys(make([]any, 0, 4*len(pc)), pc), pc, refArgs)
-	res, err := q.ExecContext(ctx, m.releaseMany.text(len(pc)), args...)
-	m.settle(ctx, q, cs, res, err, m.confirmFreed, func(c *batchCall) {
-		c.ok, c.err = m.release(ctx, q, c.key, c.owner, c.token)
-	})
-	for _, c := range cs {
-		if c.ok {
-			m.rows.released(c.key, c.token)
-		}
-	}
+	return m.calls.release(ctx, q, key, owner, token)
 }
 
 // appendKeys appends each call's key, and NULL for a nil call (padded).
@@ -286,10 +281,10 @@ func appendKeys(args []any, cs []*batchCall) []any {
 }
 
 // batchSQL fills a combined statement's lists for n calls: {keys}, {refs}
-// of ref placeholders, {whens} (CASE key_id WHEN ? THEN ?) and {depth}.
-func batchSQL(query string, n int, ref, depth string) string {
+// of ref placeholders and {whens} (CASE key_id WHEN ? THEN ?).
+func batchSQL(query string, n int, ref string) string {
 	return strings.NewReplacer("{keys}", placeholders("?", n), "{refs}", placeholders(ref, n),
-		"{whens}", strings.Repeat("WHEN ? THEN ? ", n), "{depth}", depth).Replace(query)
+		"{whens}", strings.Repeat("WHEN ? THEN ? ", n)).Replace(query)
 }
 
 func (m *mysqlDialect) take(ctx context.Context, q querier, key, owner string, ms int64) (int64, bool, error) {

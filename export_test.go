@@ -151,8 +151,19 @@ func HoldBatches(l *Locker, kind string) (queued <-chan struct{}, end func()) {
 // Batched reports how many statements of 2 or more calls l's combiner of
 // kind ran, and how many calls they carried. Test hook.
 func Batched(l *Locker, kind string) (statements, calls int64) {
+	k := 0
+	if kind == "release" {
+		k = 1
+	}
 	cb := combinerOf(l, kind)
-	return cb.batches.Load(), cb.combined.Load()
+	return cb.batches[k].Load(), cb.combined[k].Load()
+}
+
+// SharedCombiner reports whether l's takes and releases share a combiner
+// (MySQL's: one statement takes and releases). Test hook.
+func SharedCombiner(l *Locker) bool {
+	takes, releases := l.d.(batcher).combiners()
+	return takes == releases
 }
 
 // ListenerReady is closed once l's listener holds its connection and

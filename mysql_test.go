@@ -98,6 +98,8 @@ func TestMySQLSimultaneousAssignment(t *testing.T) {
 				t.Fatalf("same owner after expiry must be a new acquisition: token %d, want %d", c2.Token(), c.Token()+1)
 			}
 			want("same owner after expiry", "C", 1, c.Token()+1, 1000)
+			// The statement that takes and releases many keys at once.
+			checkTakesAndReleases(t, l, admin, table)
 		})
 	}
 }

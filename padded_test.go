@@ -37,7 +37,7 @@ func TestPadded(t *testing.T) {
 				t.Fatalf("%d calls: argument %d is %v", n, i, a)
 			}
 		}
-		if q := batchSQL("{keys} {refs}", len(pc), "(?, ?, ?)", ""); strings.Count(q, "?") != len(args) {
+		if q := batchSQL("{keys} {refs}", len(pc), "(?, ?, ?)"); strings.Count(q, "?") != len(args) {
 			t.Fatalf("%d calls: %d placeholders for %d arguments", n, strings.Count(q, "?"), len(args))
 		}
 	}

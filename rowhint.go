@@ -12,7 +12,7 @@ const maxRowHints = 1024
 // nothing, never a wrong result. When full, it forgets everything at once.
 // With each key it may keep the token the row was left with when this
 // Locker released it (0 when unknown), which a combined take on MySQL
-// relies on (mysqlDialect.takeBatch).
+// relies on (mysqlDialect.batch).
 type rowHints struct {
 	mu sync.Mutex
 	m  map[string]int64
