@@ -50,7 +50,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.StringVar(&cfg.jsonPath, "json", "bench/results/latest.json", "JSON output file")
 	fs.StringVar(&cfg.svgPath, "svg", "bench/results/contended.svg", "SVG chart output file")
 	fs.StringVar(&cfg.mdPath, "md", "", "markdown table output file (none if empty)")
-	fs.IntVar(&cfg.rounds, "rounds", 3, "a case and its baseline alternate in this many slices of -duration/rounds")
+	fs.IntVar(&cfg.rounds, "rounds", 12, "a case and its baseline alternate in this many slices of -duration/rounds")
 	fs.IntVar(&cfg.idleKeys, "idle-keys", 0, "released rows (in thousands) put in the lock table first, as in a table many keys have used")
 	fs.IntVar(&cfg.mysqlPID, "mysql-pid", 0, "process ID of a local mysqld/mariadbd: adds its CPU time per operation to the notes")
 	only := fs.String("cases", "", "comma-separated cases to run, each with its baseline (default: all)")
