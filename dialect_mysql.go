@@ -237,12 +237,13 @@ func (m *mysqlDialect) batch(ctx context.Context, q querier, cs []*batchCall) {
 		}
 		c.ok, c.err = err == nil && (done == nil || done[c.key]), err
 		switch {
+		case err != nil:
 		case c.ok && c.release:
 			m.rows.released(c.key, c.token)
-		case c.ok, err != nil:
-		case c.release:
+		case c.ok:
+		case c.release: // not done: held deeper, or lost
 			c.ok, c.err = m.release(ctx, q, c.key, c.owner, c.token)
-		default:
+		default: // not taken: the acquire goes on through the upsert
 			c.token = 0
 		}
 	}
