@@ -60,8 +60,8 @@ func appendArgs(args []any, cs []*batchCall, vals func(*batchCall) []any) []any 
 // flight than limit allows runs alone at once, so a lone goroutine waits
 // for nothing; calls that arrive while the limit is reached queue, and when
 // a statement ends the first of them runs every queued call it can
-// (distinct keys, the same querier, takes of one lease, at most maxBatch) as one
-// statement: one round trip and one commit for all. The limit is two
+// (distinct keys, the same querier, takes of one lease, at most maxBatch)
+// as one statement: one round trip and one commit for all. The limit is two
 // statements while calls seldom queue and one while they keep queueing;
 // a shared combiner's follows how many calls are in it (limit).
 type combiner struct {

@@ -127,7 +127,8 @@ func combinerOf(l *Locker, kind string) *combiner {
 }
 
 // HoldBatches makes l's takes in place (kind "take") or releases
-// ("release") queue as if a statement of that kind were in flight. queued
+// ("release") queue as if a statement of that kind were in flight; where
+// they share a combiner (SharedCombiner), either kind holds both. queued
 // receives once for each call that queues; end ends the pretend statement,
 // and the queued calls then run combined. Test hook.
 func HoldBatches(l *Locker, kind string) (queued <-chan struct{}, end func()) {
