@@ -38,7 +38,7 @@ type Locker struct {
 	closing  chan struct{} // closed by Close
 	ctx      context.Context
 	cancel   context.CancelFunc
-	wg       sync.WaitGroup // the heartbeat loop and the listener
+	wg       sync.WaitGroup // the heartbeat loop, the listener, and what spawn runs
 
 	listenOnce  sync.Once
 	readyOnce   sync.Once
@@ -49,6 +49,8 @@ type Locker struct {
 	wanted      map[string]time.Time // keys others wait for, until when
 	foreign     map[string]time.Time // keys our waiters found held elsewhere, until when
 	yields      map[string]time.Time // keys our waiters stand back from, until when
+
+	fifo *fifoQueue // tickets (WithFIFO); its statements serve Reap in any mode
 
 	closeOnce sync.Once
 	closeErr  error
@@ -80,6 +82,7 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 		kick:        make(chan struct{}, 1),
 		closing:     make(chan struct{}),
 		listenReady: make(chan struct{}),
+		fifo:        &fifoQueue{sql: d.queue(), tickets: make(map[int64]struct{})},
 	}
 	l.q = l.stmts
 	l.ctx, l.cancel = context.WithCancel(context.Background())
@@ -104,6 +107,9 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...LockOption) (*
 	if err != nil {
 		return nil, err
 	}
+	if l.cfg.fifo {
+		return l.tryFIFO(ctx, key, lc)
+	}
 	return l.try(ctx, key, lc)
 }
 
@@ -122,11 +128,15 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...LockOption) (*
 // Locker waits too, it does so at most a few times in a row before it
 // releases the key to the table and lets the other Locker's waiter take it.
 // A call with Owner tries at once, ahead of the queue, so that re-entering a
-// held lock never waits behind the holder's own waiters.
+// held lock never waits behind the holder's own waiters. WithFIFO orders
+// waiters across processes instead, and turns local handovers off.
 func (l *Locker) Lock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
 	lc, err := l.lockConfig(key, opts)
 	if err != nil {
 		return nil, err
+	}
+	if l.cfg.fifo {
+		return l.lockFIFO(ctx, key, lc)
 	}
 	if lc.explicitOwner {
 		if lk, err := l.try(ctx, key, lc); !errors.Is(err, ErrLocked) {
@@ -136,7 +146,7 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...LockOption) (*Loc
 	w := l.waits.join(key, lc)
 	defer l.leaveQueue(key, w)
 	l.ensureListener()
-	b := newBackoff(l.cfg.retryMin, min(l.cfg.retryMax, lc.ttl/2))
+	b := l.waitBackoff(lc.ttl)
 	poll := time.NewTimer(time.Hour)
 	poll.Stop()
 	defer poll.Stop()
@@ -268,6 +278,22 @@ func (l *Locker) Close() error {
 		l.stmts.close()
 	})
 	return l.closeErr
+}
+
+// spawn runs f as one of the Locker's goroutines, which Close waits for;
+// false, without running f, when the Locker is closed.
+func (l *Locker) spawn(f func()) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		f()
+	}()
+	return true
 }
 
 // closeWorkers bounds the releases Close runs at once.

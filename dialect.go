@@ -66,6 +66,8 @@ type dialect interface {
 	classify(err error) errClass
 	// quote quotes a validated identifier.
 	quote(ident string) string
+	// queue returns the statements on the table of FIFO tickets (WithFIFO).
+	queue() *queueSQL
 }
 
 type errClass int

@@ -203,3 +203,62 @@ func ExampleWithoutCombining() {
 	fmt.Println("invoices handled:", ok)
 	// Output: invoices handled: 8
 }
+
+// Waiters in two processes (here two Lockers) take the key in the order
+// they queued, not in the order their Lockers hear of the release.
+func ExampleWithFIFO() {
+	db := exampleDB()
+	defer db.Close()
+	ctx := context.Background()
+	open := func() *dblock.Locker {
+		l, err := dblock.New(db, dblock.WithTable("example_locks"), dblock.WithFIFO())
+		if err != nil {
+			log.Fatal(err)
+		}
+		return l
+	}
+	p1, p2 := open(), open()
+	defer p1.Close()
+	defer p2.Close()
+
+	held, err := p1.Lock(ctx, "example:fifo")
+	if err != nil {
+		log.Fatal(err)
+	}
+	turns := make(chan string)
+	for i, l := range []*dblock.Locker{p2, p1, p2} {
+		go func() {
+			lock, err := l.Lock(ctx, "example:fifo")
+			if err != nil {
+				log.Fatal(err)
+			}
+			turns <- fmt.Sprint("waiter ", i)
+			_ = lock.Unlock(ctx)
+		}()
+		awaitQueue(db, "example:fifo", i+1) // so that they queue in this order
+	}
+	if err := held.Unlock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	for range 3 {
+		fmt.Println(<-turns)
+	}
+	// Output:
+	// waiter 0
+	// waiter 1
+	// waiter 2
+}
+
+// awaitQueue waits until key has n FIFO tickets in the examples' table.
+func awaitQueue(db *sql.DB, key string, n int) {
+	for {
+		var got int
+		if err := db.QueryRow(`SELECT COUNT(*) FROM example_locks_queue WHERE key_id = $1`, key).Scan(&got); err != nil {
+			log.Fatal(err)
+		}
+		if got == n {
+			return
+		}
+		time.Sleep(time.Millisecond) // between reads of the queue
+	}
+}

@@ -14,12 +14,15 @@ type Counts struct {
 	// InPlace counts the acquires that were an update in place
 	// (PostgreSQL, MySQL; also counted in Acquires).
 	InPlace atomic.Int64
+	// QueueReads counts the reads of a key's FIFO queue (WithFIFO).
+	QueueReads atomic.Int64
 }
 
 // CountStatements makes l count the statements that take and give up keys.
 // Test hook.
 func CountStatements(l *Locker) *Counts {
 	c := &countingQuerier{querier: l.q, c: new(Counts), kinds: statementKinds(l.d)}
+	c.kinds[l.fifo.sql.state] = kindQueueRead
 	l.q = c
 	return c.c
 }
@@ -39,6 +42,7 @@ const (
 	kindInPlace
 	kindHandoff
 	kindRelease
+	kindQueueRead
 )
 
 // statementKinds names each statement text of d that CountStatements counts.
@@ -88,6 +92,9 @@ func (c *countingQuerier) count(q string) {
 		c.c.Handoffs.Add(1)
 	case kindRelease:
 		c.c.Releases.Add(1)
+		return
+	case kindQueueRead:
+		c.c.QueueReads.Add(1)
 		return
 	default:
 		return
@@ -170,3 +177,7 @@ func SharedCombiner(l *Locker) bool {
 // ListenerReady is closed once l's listener holds its connection and
 // listens, or has given up. Test hook.
 func ListenerReady(l *Locker) <-chan struct{} { return l.listenReady }
+
+// TicketRenewals reports how many rounds of FIFO ticket renewals l has run.
+// Test hook.
+func TicketRenewals(l *Locker) int64 { return l.fifo.renewals.Load() }

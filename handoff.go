@@ -39,6 +39,9 @@ const (
 // as usual.
 func (k *Lock) handOff(ctx context.Context) (bool, error) {
 	l := k.l
+	if l.cfg.fifo {
+		return false, nil // the local waiter may not be next (WithFIFO)
+	}
 	if !l.waits.waiting(k.key) || l.heldCount(k.key) > 1 || l.isClosed() {
 		return false, nil // nobody to hand to, or a re-entry still holds it
 	}

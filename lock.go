@@ -16,6 +16,11 @@ type Lock struct {
 	ttl   time.Duration
 	turns int  // local handovers in a row that led to this lock
 	owned bool // taken with Owner: it may be re-entered
+	// dequeued is closed once the FIFO ticket that waited for this lock
+	// is deleted (WithFIFO; nil otherwise); the release waits for it, so
+	// that the next waiter never finds that ticket ahead. Under l.mu; read
+	// only in FIFO mode.
+	dequeued <-chan struct{}
 
 	ctx    context.Context // done when the lock ends; Cause says why
 	cancel context.CancelCauseFunc
@@ -93,6 +98,14 @@ func (k *Lock) release(ctx context.Context, cause error) error {
 		l.unpin(k.key, false)
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, k.key, k.Err())
 	}
+	if l.cfg.fifo {
+		l.mu.Lock()
+		dequeued := k.dequeued
+		l.mu.Unlock()
+		if dequeued != nil {
+			<-dequeued // bounded by releaseTimeout
+		}
+	}
 	if cause == ErrReleased {
 		if done, err := k.handOff(ctx); done {
 			l.unpin(k.key, false)
@@ -137,7 +150,9 @@ func (k *Lock) releaseRow(ctx context.Context) (wake bool, err error) {
 	if err != nil {
 		return true, k.l.wrapErr("release", k.key, err)
 	}
-	wake = !notify && !k.l.fairPolling(k.key)
+	// FIFO waiters of ours always hear at once: the next in line may be
+	// ours, and our own NOTIFY reaches our listener only after a round trip.
+	wake = k.l.cfg.fifo || !notify && !k.l.fairPolling(k.key)
 	if !ok {
 		return wake, fmt.Errorf("%w: %q (token %d): lease expired or taken over", ErrNotHeld, k.key, k.token)
 	}

@@ -39,6 +39,8 @@ type config struct {
 	durableRelease bool
 	// noCombining sends every acquire and release as its own statement.
 	noCombining bool
+	// fifo makes Lock and TryLock honour the key's queue of tickets.
+	fifo bool
 }
 
 func defaultConfig() config {
@@ -190,6 +192,33 @@ func WithDurableRelease() Option {
 func WithoutCombining() Option {
 	return func(c *config) error {
 		c.noCombining = true
+		return nil
+	}
+}
+
+// WithFIFO makes the Locker take each key strictly in the order its waiters
+// arrived, across processes. A Lock call that finds the key held or queued
+// takes a ticket: a row in <table>_queue (schema version 3, see Migrate)
+// numbered by the database in insertion order, with a lease that the Locker
+// renews while the call waits. The call takes the key only when its ticket
+// is the key's oldest live ticket, and deletes the ticket once it holds the
+// key. TryLock fails with ErrLocked while any live ticket waits for the key.
+//
+// Nothing can leak: a waiter that gives up deletes its ticket, and one that
+// crashed stops renewing it, so its successors pass it one lease (the
+// Locker's TTL) later, by the database's clock; Reap deletes such tickets.
+// A waiter whose own ticket ran out (its renewals failed for a whole lease)
+// takes a new one at the end of the queue.
+//
+// The order holds among Lockers made WithFIFO: a Locker without it takes a
+// free key whoever waits. Its price is a read of the queue before every
+// acquisition, and a ticket inserted and deleted for each wait. Releases do
+// not hand the key to a local waiter (see Lock), since that waiter may not be
+// next. Waiters for a key released in another process learn of it as in Lock:
+// LISTEN/NOTIFY on PostgreSQL, polling elsewhere.
+func WithFIFO() Option {
+	return func(c *config) error {
+		c.fifo = true
 		return nil
 	}
 }

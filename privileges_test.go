@@ -18,17 +18,20 @@ import (
 )
 
 // grantSQL lists the grants docs/privileges.md documents: DML on the lock
-// table (and on MySQL its fence) and the token sequence on PostgreSQL.
+// table (and on MySQL its fence), the token sequence on PostgreSQL, and DML
+// on the FIFO ticket table.
 func grantSQL(d dblock.Dialect, table, role string) []string {
 	if d == dblock.Postgres {
 		return []string{
 			`GRANT SELECT, INSERT, UPDATE, DELETE ON "` + table + `" TO ` + role,
 			`GRANT USAGE ON SEQUENCE "` + table + `_token_seq" TO ` + role,
+			`GRANT SELECT, INSERT, UPDATE, DELETE ON "` + table + `_queue" TO ` + role,
 		}
 	}
 	return []string{
 		"GRANT SELECT, INSERT, UPDATE, DELETE ON `" + table + "` TO " + role,
 		"GRANT SELECT, UPDATE ON `" + table + "_fence` TO " + role,
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON `" + table + "_queue` TO " + role,
 	}
 }
 
@@ -173,10 +176,48 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Fatal(err)
 		}
 
+		// FIFO: a waiter queues a ticket, renews it and takes the key in
+		// its turn.
+		fifo := func() *dblock.Locker {
+			l, err := dblock.New(db, dblock.WithTable(table), dblock.WithTTL(600*time.Millisecond), dblock.WithFIFO())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = l.Close() })
+			return l
+		}
+		fa, fb := fifo(), fifo()
+		fheld := mustLock(t)(fa.Lock(ctx, "fifo"))
+		fgot := lockUnlock(ctx, fb, "fifo")
+		awaitTickets(t, admin, d, table, "fifo", 1)
+		renewed := dblock.TicketRenewals(fb)
+		waitUntil(t, "a ticket renewal", func() bool { return dblock.TicketRenewals(fb) > renewed })
+		if tickets(t, admin, d, table, "fifo", true) != 1 {
+			t.Fatal("the waiter's ticket is not live after a renewal")
+		}
+		if err := fheld.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-fgot; err != nil {
+			t.Fatalf("FIFO waiter: %v", err)
+		}
+		// A dead waiter's ticket for Reap.
+		deadCols, deadVals := "key_id, memo, lease_ms", "'dead', 'dead', 100"
+		if d == dblock.MySQL {
+			deadCols, deadVals = deadCols+", update_time", deadVals+", UTC_TIMESTAMP(6) - INTERVAL 1 SECOND"
+		} else {
+			deadCols, deadVals = deadCols+", update_time", deadVals+", statement_timestamp() - interval '1 second'"
+		}
+		mustExec(t, admin, `INSERT INTO `+quote(d, table+"_queue")+` (`+deadCols+`) VALUES (`+deadVals+`)`)
+
 		// Reap deletes the dead rows (the trigger raises the MySQL fence
-		// with its definer's rights), and tokens still grow.
+		// with its definer's rights) and the dead ticket, and tokens still
+		// grow.
 		if n, err := a.Reap(ctx); err != nil || n < 2 {
 			t.Fatalf("Reap = %d, %v; want at least 2", n, err)
+		}
+		if n := tickets(t, admin, d, table, "dead", false); n != 0 {
+			t.Fatalf("%d dead tickets after Reap by the role", n)
 		}
 		after := mustLock(t)(a.TryLock(ctx, "k"))
 		if after.Token() <= got.Token() {

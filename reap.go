@@ -31,6 +31,10 @@ const (
 // short pause, for about two seconds in all, before Reap gives up with
 // ErrLockTimeout (sooner when ctx ends or the Locker closes). See package
 // reaper to run it on a schedule.
+//
+// Reap then deletes the FIFO tickets (WithFIFO) whose lease has ended; they
+// are not counted, and a failure there is logged, not returned: an expired
+// ticket is passed over by every waiter whether or not it is deleted.
 func (l *Locker) Reap(ctx context.Context) (int, error) {
 	total, retries, fenceTries := 0, 0, 0
 	fence := newBackoff(reapFencePause/2, 5*reapFencePause)
@@ -54,10 +58,22 @@ func (l *Locker) Reap(ctx context.Context) (int, error) {
 			l.log.Info("dblock: reaped expired locks", "count", len(keys), "keys", keys)
 		}
 		if len(keys) < reapBatch {
+			l.reapQueue(ctx)
 			return total, nil
 		}
 		if err := ctx.Err(); err != nil {
 			return total, fmt.Errorf("dblock: reap: %w", err)
 		}
+	}
+}
+
+// reapQueue deletes expired FIFO tickets (see Reap).
+func (l *Locker) reapQueue(ctx context.Context) {
+	n, err := l.reapTickets(ctx)
+	if err != nil {
+		l.log.Warn("dblock: reaping expired FIFO tickets failed", "err", err)
+	}
+	if n > 0 {
+		l.log.Info("dblock: reaped expired FIFO tickets", "count", n)
 	}
 }

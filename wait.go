@@ -26,6 +26,12 @@ func (b *backoff) next() time.Duration {
 	return half + rand.N(half+1)
 }
 
+// waitBackoff is the backoff of a waiter for a lock of lease ttl: polls
+// at least twice a lease.
+func (l *Locker) waitBackoff(ttl time.Duration) *backoff {
+	return newBackoff(l.cfg.retryMin, min(l.cfg.retryMax, ttl/2))
+}
+
 // pause waits for the backoff's next delay before another try for key. It
 // returns an error wrapping ctx.Err() when ctx ends first, and ErrClosed when
 // the Locker is closed meanwhile.

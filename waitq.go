@@ -1,6 +1,9 @@
 package dblock
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // waitQueues keeps, per key, the goroutines of one Locker waiting for that
 // key, in arrival order. Only the head talks to the database; the others wait
@@ -28,6 +31,7 @@ type waiter struct {
 	grant chan *Lock    // buffered 1: a handover's outcome (nil: it failed)
 	lc    lockConfig    // what the waiter acquires with; a handover uses it
 	state waiterState
+	order int64 // its FIFO ticket (joinOrdered), else 0
 }
 
 func (w *waitQueues) join(key string, lc lockConfig) *waiter {
@@ -39,6 +43,28 @@ func (w *waitQueues) join(key string, lc lockConfig) *waiter {
 	}
 	w.q[key] = append(w.q[key], wt)
 	if len(w.q[key]) == 1 {
+		signal(wt.wake)
+	}
+	return wt
+}
+
+// joinOrdered queues a waiter holding FIFO ticket order behind the waiters
+// with smaller tickets: tickets drawn concurrently may join out of order.
+// A waiter that becomes head is woken.
+func (w *waitQueues) joinOrdered(key string, lc lockConfig, order int64) *waiter {
+	wt := &waiter{wake: make(chan struct{}, 1), grant: make(chan *Lock, 1), lc: lc, order: order}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.q == nil {
+		w.q = make(map[string][]*waiter)
+	}
+	q := w.q[key]
+	i := len(q)
+	for i > 0 && q[i-1].order > order {
+		i--
+	}
+	w.q[key] = slices.Insert(q, i, wt)
+	if i == 0 {
 		signal(wt.wake)
 	}
 	return wt

@@ -11,8 +11,9 @@
 //	goose/sqlite/NNNN_name.sql                               goose format (Up and Down annotated)
 //
 // The files name the default table, lock_table (and, derived from it,
-// lock_table_token_seq on PostgreSQL and lock_table_fence plus the trigger
-// lock_table_fence_bd on MySQL and SQLite). Every statement is idempotent
+// lock_table_token_seq on PostgreSQL, lock_table_fence plus the trigger
+// lock_table_fence_bd on MySQL and SQLite, and, from version 3,
+// lock_table_queue, the tickets of WithFIFO, UNLOGGED on PostgreSQL). Every statement is idempotent
 // (IF NOT EXISTS), so a database migrated by another tool can still be handed
 // to Migrate afterwards. On SQLite, update_time holds microseconds since the
 // Unix epoch (UTC) as an INTEGER.

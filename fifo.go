@@ -1,0 +1,318 @@
+package dblock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// fifoQueue is what a Locker made WithFIFO keeps of its tickets: the ones
+// its waiting calls hold, which one goroutine renews.
+type fifoQueue struct {
+	sql      *queueSQL
+	mu       sync.Mutex
+	tickets  map[int64]struct{}
+	started  bool         // the renewing goroutine runs; under Locker.mu
+	renewals atomic.Int64 // renewal rounds done (tests wait on it)
+}
+
+// noTicket is the ticket number of a call that holds none: every live
+// ticket is ahead of it.
+const noTicket = math.MaxInt64
+
+// errTicketLost says that a waiter's own ticket ran out: it queues again.
+var errTicketLost = errors.New("dblock: FIFO ticket expired")
+
+// tryFIFO is TryLock in FIFO mode: it takes key only when no ticket waits
+// for it. A call with Owner that re-enters a lock this Locker holds under
+// that memo never waits for the queue.
+func (l *Locker) tryFIFO(ctx context.Context, key string, lc lockConfig) (*Lock, error) {
+	if lc.explicitOwner && l.holdsAs(key, lc.owner) {
+		return l.try(ctx, key, lc)
+	}
+	if l.waits.waiting(key) {
+		return nil, fmt.Errorf("%w: %q: waiters are queued", ErrLocked, key)
+	}
+	lk, _, err := l.takeTurn(ctx, key, lc, noTicket)
+	return lk, err
+}
+
+// lockFIFO is Lock in FIFO mode: a call that cannot take the key at once
+// takes a ticket and waits for its turn.
+func (l *Locker) lockFIFO(ctx context.Context, key string, lc lockConfig) (*Lock, error) {
+	if lk, err := l.tryFIFO(ctx, key, lc); !errors.Is(err, ErrLocked) {
+		return lk, err
+	}
+	for {
+		t, err := l.enqueue(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		lk, err := l.waitTurn(ctx, key, lc, t)
+		if err == nil {
+			// The ticket goes while the caller works: its release waits
+			// for that.
+			done := l.dequeueAsync(key, t)
+			l.mu.Lock()
+			lk.dequeued = done
+			l.mu.Unlock()
+			return lk, nil
+		}
+		l.dequeue(key, t)
+		if !errors.Is(err, errTicketLost) {
+			return lk, err
+		}
+		l.log.Warn("dblock: a FIFO ticket ran out while its call waited; queueing again", "key", key, "ticket", t)
+	}
+}
+
+// waitTurn waits until ticket t is the oldest live ticket for key and the
+// key is free, and takes it. This Locker's waiters for key queue locally in
+// ticket order, and only the first of them asks the database, as in Lock.
+// Each asking waiter watches only its predecessor: the next in line and the
+// one behind it poll briskly where no release event comes (MySQL, SQLite);
+// those further back poll with backoff, and no waiter ever writes before its
+// turn.
+func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int64) (*Lock, error) {
+	w := l.waits.joinOrdered(key, lc, t)
+	defer l.leaveQueue(key, w)
+	l.ensureListener()
+	b := l.waitBackoff(lc.ttl)
+	poll := time.NewTimer(time.Hour)
+	poll.Stop()
+	defer poll.Stop()
+	var wantAgain time.Time
+	near := false // at most one live ticket ahead, at the last look
+	for {
+		select {
+		case <-w.wake:
+		case <-poll.C:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("dblock: waiting for %q: %w", key, ctxErr(ctx))
+		case <-l.closing:
+			return nil, ErrClosed
+		}
+		if !l.waits.isHead(key, w) {
+			continue
+		}
+		if !l.holds(key) && l.waits.beginTry(key, w) {
+			lk, ahead, err := l.takeTurn(ctx, key, w.lc, t)
+			l.waits.endTry(w)
+			if !errors.Is(err, ErrLocked) {
+				return lk, err
+			}
+			if ahead <= 1 && !near {
+				b = l.waitBackoff(lc.ttl)
+			}
+			near = ahead <= 1
+			if time.Now().After(wantAgain) {
+				l.announceWant(ctx, key)
+				wantAgain = time.Now().Add(wantWindow / 2)
+			}
+		}
+		if near && !l.notifying() {
+			poll.Reset(fairPoll/2 + rand.N(fairPoll))
+			continue
+		}
+		poll.Reset(b.next())
+	}
+}
+
+// takeTurn takes key if ticket t is the oldest live ticket for it (with
+// noTicket: if no ticket waits) and the key looks free. ahead counts the
+// live tickets ahead of t (2: two or more). A call with Owner may re-enter
+// a key its memo holds through another Locker: it tries even when the key
+// looks held.
+func (l *Locker) takeTurn(ctx context.Context, key string, lc lockConfig, t int64) (lk *Lock, ahead int, err error) {
+	ahead, live, held, err := l.queueState(ctx, key, t)
+	switch {
+	case err != nil:
+		return nil, 0, l.wrapErr("read the queue of", key, err)
+	case t != noTicket && !live:
+		return nil, 0, errTicketLost
+	case ahead > 0:
+		return nil, ahead, fmt.Errorf("%w: %q: waiters are queued", ErrLocked, key)
+	case held && !lc.explicitOwner:
+		return nil, 0, fmt.Errorf("%w: %q", ErrLocked, key)
+	}
+	lk, err = l.try(ctx, key, lc)
+	return lk, 0, err
+}
+
+func (l *Locker) queueState(ctx context.Context, key string, t int64) (ahead int, live, held bool, err error) {
+	err = l.q.QueryRowContext(ctx, l.fifo.sql.state, key, t, t, key).Scan(&ahead, &live, &held)
+	return ahead, live, held, err
+}
+
+// enqueue inserts a ticket for key and keeps it renewed until dequeue. A
+// ticket nobody knows of would hold up the queue for a whole lease, so the
+// insert is not cut short by ctx (it ends within the release bound); a ctx
+// that ended meanwhile deletes the ticket again. After an insert whose
+// outcome is unknown (the connection failed), the ticket is deleted by its
+// memo, which names this Locker and the call.
+func (l *Locker) enqueue(ctx context.Context, key string) (int64, error) {
+	if !l.startTicketRenewal() {
+		return 0, ErrClosed
+	}
+	f := l.fifo
+	memo := fmt.Sprintf("%s.%016x", l.id, rand.Uint64())
+	ms := l.cfg.ttl.Milliseconds()
+	bound := l.bounds.within(ctx)
+	var t int64
+	var err error
+	if f.sql.returning {
+		err = l.q.QueryRowContext(bound, f.sql.enqueue, key, memo, ms).Scan(&t)
+	} else {
+		var res sql.Result
+		if res, err = l.q.ExecContext(bound, f.sql.enqueue, key, memo, ms); err == nil {
+			t, err = res.LastInsertId()
+		}
+	}
+	if err != nil {
+		if _, derr := l.db.ExecContext(l.bounds.within(ctx), f.sql.forget, key, memo); derr != nil {
+			l.log.Warn("dblock: a FIFO ticket may be left to run out with its lease", "key", key, "err", derr)
+		}
+		return 0, l.wrapErr("queue for", key, err)
+	}
+	f.mu.Lock()
+	f.tickets[t] = struct{}{}
+	f.mu.Unlock()
+	if ctx.Err() != nil {
+		l.dequeue(key, t)
+		return 0, fmt.Errorf("dblock: waiting for %q: %w", key, ctxErr(ctx))
+	}
+	return t, nil
+}
+
+// dequeue deletes ticket t. A ticket that cannot be deleted is left to run
+// out: its lease ends, and its successors pass it.
+func (l *Locker) dequeue(key string, t int64) {
+	f := l.fifo
+	f.mu.Lock()
+	delete(f.tickets, t)
+	f.mu.Unlock()
+	var q querier = l.q
+	if l.isClosed() {
+		q = l.db // the statement cache is closed, or about to be
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	if _, err := q.ExecContext(ctx, f.sql.dequeue, t); err != nil {
+		l.log.Warn("dblock: deleting a FIFO ticket failed; it runs out with its lease", "key", key, "ticket", t, "err", err)
+	}
+}
+
+// dequeueAsync deletes ticket t in the background, as one of the Locker's
+// goroutines (Close waits for it), and returns a channel closed when done.
+func (l *Locker) dequeueAsync(key string, t int64) <-chan struct{} {
+	done := make(chan struct{})
+	if !l.spawn(func() {
+		defer close(done)
+		l.dequeue(key, t)
+	}) {
+		l.dequeue(key, t)
+		close(done)
+	}
+	return done
+}
+
+// startTicketRenewal starts the goroutine that renews the Locker's tickets,
+// once; false when the Locker is closed.
+func (l *Locker) startTicketRenewal() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	if !l.fifo.started {
+		l.fifo.started = true
+		l.wg.Add(1)
+		go l.renewTicketsLoop()
+	}
+	return true
+}
+
+// renewTicketsLoop renews every ticket the Locker holds once per heartbeat
+// interval, in statements of at most maxBatch tickets, until Close.
+func (l *Locker) renewTicketsLoop() {
+	defer l.wg.Done()
+	// Offset the first round by up to a tenth of the interval, so that
+	// Lockers started together do not renew in step.
+	period := l.cfg.heartbeat
+	tick := time.NewTimer(period - rand.N(period/10+1))
+	defer tick.Stop()
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		l.renewTickets()
+		tick.Reset(period)
+	}
+}
+
+func (l *Locker) renewTickets() {
+	f := l.fifo
+	f.mu.Lock()
+	ts := make([]any, 0, len(f.tickets))
+	for t := range f.tickets {
+		ts = append(ts, t)
+	}
+	f.mu.Unlock()
+	for len(ts) > 0 {
+		n := min(len(ts), maxBatch)
+		ctx, cancel := context.WithTimeout(l.ctx, l.cfg.heartbeat)
+		_, err := l.q.ExecContext(ctx, f.sql.renew.text(n), ts[:n]...)
+		cancel()
+		if err != nil && l.ctx.Err() == nil {
+			l.log.Warn("dblock: renewing FIFO tickets failed", "tickets", n, "err", err)
+		}
+		ts = ts[n:]
+	}
+	f.renewals.Add(1)
+}
+
+// reapTickets deletes expired tickets, after Reap. A database migrated
+// before version 3 has no ticket table, and nothing to delete.
+func (l *Locker) reapTickets(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		res, err := l.db.ExecContext(ctx, l.fifo.sql.reap)
+		if err != nil {
+			if l.d.classify(err) == errNoTable {
+				return total, nil
+			}
+			return total, l.wrapErr("reap tickets", "", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, err
+		}
+		total += int(n)
+		if n < reapBatch {
+			return total, nil
+		}
+	}
+}
+
+// holdsAs reports whether this Locker holds key under owner.
+func (l *Locker) holdsAs(key, owner string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.heldKeys[key] == 0 {
+		return false
+	}
+	for lk := range l.held {
+		if lk.key == key && lk.owner == owner {
+			return true
+		}
+	}
+	return false
+}

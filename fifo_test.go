@@ -1,0 +1,310 @@
+package dblock_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dbtest"
+)
+
+// fifoOpts makes a FIFO Locker that polls briskly.
+func fifoOpts(extra ...dblock.Option) []dblock.Option {
+	return append([]dblock.Option{dblock.WithFIFO(), dblock.WithRetry(time.Millisecond, 20*time.Millisecond)}, extra...)
+}
+
+// tickets counts key's tickets in table's queue; with live, only those
+// whose lease has not ended by the database's clock.
+func tickets(t testing.TB, db *sql.DB, d dblock.Dialect, table, key string, live bool) int {
+	t.Helper()
+	return ticketsOf(t, db, d, table, key, "", live)
+}
+
+// ticketsOf is tickets of one memo ("": any).
+func ticketsOf(t testing.TB, db *sql.DB, d dblock.Dialect, table, key, memo string, live bool) int {
+	t.Helper()
+	q := `SELECT COUNT(*) FROM ` + quote(d, table+"_queue") + ` WHERE key_id = ` + bind(d, 1) +
+		` AND (memo = ` + bind(d, 2) + ` OR ` + bind(d, 3) + ` = '')`
+	if live {
+		q += ` AND ` + liveTicket(d)
+	}
+	var n int
+	if err := db.QueryRowContext(context.Background(), q, key, memo, memo).Scan(&n); err != nil {
+		t.Fatalf("count tickets: %v", err)
+	}
+	return n
+}
+
+// liveTicket is d's condition for a ticket whose lease has not ended.
+func liveTicket(d dblock.Dialect) string {
+	switch d {
+	case dblock.Postgres:
+		return `update_time + lease_ms * interval '1 millisecond' > statement_timestamp()`
+	case dblock.SQLite:
+		return `update_time + lease_ms * 1000 > ` + liteNow
+	}
+	return `update_time + INTERVAL lease_ms * 1000 MICROSECOND > UTC_TIMESTAMP(6)`
+}
+
+const liteNow = `(CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000)`
+
+// awaitTickets waits until key has n tickets in table's queue: a waiter has
+// queued (or left) once its row is there (or gone).
+func awaitTickets(t testing.TB, db *sql.DB, d dblock.Dialect, table, key string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for tickets(t, db, d, table, key, false) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%q has %d tickets, want %d", key, tickets(t, db, d, table, key, false), n)
+		}
+		time.Sleep(2 * time.Millisecond) // between reads of the table
+	}
+}
+
+// lockUnlock locks key through l in a goroutine, then unlocks it; the
+// channel gets the first error, or nil.
+func lockUnlock(ctx context.Context, l *dblock.Locker, key string) <-chan error {
+	got := make(chan error, 1)
+	go func() {
+		lk, err := l.Lock(ctx, key)
+		if err == nil {
+			err = lk.Unlock(ctx)
+		}
+		got <- err
+	}()
+	return got
+}
+
+// Waiters spread over three Lockers (one of them the holder's) take the key
+// in the order they queued, not in the order their Lockers hear of the
+// release.
+func TestFIFOOrder(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		holder, db, table := dbtest.Locker(t, d, fifoOpts()...)
+		ls := []*dblock.Locker{holder}
+		for range 2 {
+			l, _ := newLocker(t, d, table, fifoOpts()...)
+			ls = append(ls, l)
+		}
+		ctx := ctxT(t, time.Minute)
+		const key, n = "fifo-order", 9
+		held := mustLock(t)(holder.Lock(ctx, key))
+		var mu sync.Mutex
+		var order []int
+		errs := make(chan error, n)
+		for i := range n {
+			l := ls[(i+1)%len(ls)]
+			go func() {
+				lk, err := l.Lock(ctx, key)
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+				errs <- lk.Unlock(ctx)
+			}()
+			awaitTickets(t, db, d, table, key, i+1) // waiter i queued before i+1 starts
+		}
+		if err := held.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+		for range n {
+			if err := <-errs; err != nil {
+				t.Fatalf("waiter: %v", err)
+			}
+		}
+		want := make([]int, n)
+		for i := range want {
+			want[i] = i
+		}
+		if !slices.Equal(order, want) {
+			t.Fatalf("acquisition order %v, want %v", order, want)
+		}
+		if got := tickets(t, db, d, table, key, false); got != 0 {
+			t.Fatalf("%d tickets left after every waiter took the key", got)
+		}
+	})
+}
+
+// A waiter of a process that died leaves a ticket nobody renews: TryLock
+// honours it while it lives, Lock passes it once its lease has ended by the
+// database's clock, and Reap deletes it.
+func TestFIFODeadWaiterTicket(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		l, db, table := dbtest.Locker(t, d, fifoOpts()...)
+		ctx := ctxT(t, 30*time.Second)
+		const key = "fifo-dead"
+		cols, vals := "key_id, memo, lease_ms", bind(d, 1)+", 'dead', 700"
+		switch d {
+		case dblock.MySQL:
+			cols, vals = cols+", update_time", vals+", UTC_TIMESTAMP(6)"
+		case dblock.SQLite:
+			cols, vals = cols+", update_time", vals+", "+liteNow
+		}
+		mustExec(t, db, `INSERT INTO `+quote(d, table+"_queue")+` (`+cols+`) VALUES (`+vals+`)`, key)
+
+		if _, err := l.TryLock(ctx, key); !errors.Is(err, dblock.ErrLocked) {
+			t.Fatalf("TryLock with a live ticket queued: %v, want ErrLocked", err)
+		}
+		lk := mustLock(t)(l.Lock(ctx, key))
+		if live := ticketsOf(t, db, d, table, key, "dead", true); live != 0 {
+			t.Fatal("Lock took the key while the dead waiter's ticket ahead of it was live")
+		}
+		if got := ticketsOf(t, db, d, table, key, "dead", false); got != 1 {
+			t.Fatalf("%d dead tickets before Reap, want 1", got)
+		}
+		if _, err := l.Reap(ctx); err != nil {
+			t.Fatalf("Reap: %v", err)
+		}
+		if got := ticketsOf(t, db, d, table, key, "dead", false); got != 0 {
+			t.Fatalf("%d dead tickets after Reap, want 0", got)
+		}
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+	})
+}
+
+// A waiter that gives up deletes its ticket.
+func TestFIFOCancelledWaiter(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		holder, db, table := dbtest.Locker(t, d, fifoOpts()...)
+		waiter, _ := newLocker(t, d, table, fifoOpts()...)
+		ctx := ctxT(t, 30*time.Second)
+		const key = "fifo-cancel"
+		held := mustLock(t)(holder.Lock(ctx, key))
+		wctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			_, err := waiter.Lock(wctx, key)
+			done <- err
+		}()
+		awaitTickets(t, db, d, table, key, 1)
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled Lock: %v, want context.Canceled", err)
+		}
+		if got := tickets(t, db, d, table, key, false); got != 0 {
+			t.Fatalf("%d tickets after the waiter left, want 0", got)
+		}
+		if err := held.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+	})
+}
+
+// A waiter keeps its place for longer than a lease: its Locker renews its
+// ticket.
+func TestFIFOTicketRenewed(t *testing.T) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
+		ttl := 300 * time.Millisecond
+		holder, db, table := dbtest.Locker(t, d, fifoOpts(dblock.WithTTL(ttl))...)
+		waiter, _ := newLocker(t, d, table, fifoOpts(dblock.WithTTL(ttl))...)
+		ctx := ctxT(t, 30*time.Second)
+		const key = "fifo-renew"
+		held := mustLock(t)(holder.Lock(ctx, key))
+		got := lockUnlock(ctx, waiter, key)
+		awaitTickets(t, db, d, table, key, 1)
+		var first int64
+		q := `SELECT ticket FROM ` + quote(d, table+"_queue") + ` WHERE key_id = ` + bind(d, 1)
+		if err := db.QueryRowContext(ctx, q, key).Scan(&first); err != nil {
+			t.Fatal(err)
+		}
+		// Renewal rounds come every TTL/3: six of them span two leases.
+		start := dblock.TicketRenewals(waiter)
+		waitUntil(t, "six ticket renewal rounds", func() bool { return dblock.TicketRenewals(waiter) >= start+6 })
+		var now int64
+		if err := db.QueryRowContext(ctx, q+` AND `+liveTicket(d), key).Scan(&now); err != nil {
+			t.Fatalf("the waiter's ticket after two leases: %v", err)
+		}
+		if now != first {
+			t.Fatalf("ticket %d became %d: the waiter lost its place", first, now)
+		}
+		if err := held.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+	})
+}
+
+// The holder re-enters under its Owner memo without waiting for the queue.
+func TestFIFOReentryPassesQueue(t *testing.T) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
+		holder, db, table := dbtest.Locker(t, d, fifoOpts()...)
+		waiter, _ := newLocker(t, d, table, fifoOpts()...)
+		ctx := ctxT(t, 30*time.Second)
+		const key = "fifo-reenter"
+		own := dblock.Owner("fifo-holder")
+		outer := mustLock(t)(holder.Lock(ctx, key, own))
+		got := lockUnlock(ctx, waiter, key)
+		awaitTickets(t, db, d, table, key, 1)
+		inner, err := holder.TryLock(ctx, key, own)
+		if err != nil {
+			t.Fatalf("re-entry with a waiter queued: %v", err)
+		}
+		if inner.Token() != outer.Token() {
+			t.Fatalf("re-entry token %d, want the holder's %d", inner.Token(), outer.Token())
+		}
+		if r, _ := readRow(t, db, d, table, key); r.depth != 2 {
+			t.Fatalf("depth %d after re-entry, want 2", r.depth)
+		}
+		for _, lk := range []*dblock.Lock{inner, outer} {
+			if err := lk.Unlock(ctx); err != nil {
+				t.Fatalf("Unlock: %v", err)
+			}
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+	})
+}
+
+// A key with hundreds of FIFO waiters in one Locker costs about one read of
+// the queue per handoff: only the first waiter asks, each time it is woken,
+// not every waiter at every release.
+func TestFIFONoThunderingHerd(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		holder, _, table := dbtest.Locker(t, d, fifoOpts()...)
+		waiters, wdb := newLocker(t, d, table, fifoOpts()...)
+		wdb.SetMaxOpenConns(16) // 300 queueing at once would exceed the server's connection limit
+		ctx := ctxT(t, 2*time.Minute)
+		const key, n = "fifo-herd", 300
+		counts := dblock.CountStatements(waiters)
+		held := mustLock(t)(holder.Lock(ctx, key))
+		errs := make(chan error, n)
+		for range n {
+			go func() { errs <- <-lockUnlock(ctx, waiters, key) }()
+		}
+		waitUntil(t, "all waiters queued", func() bool {
+			select {
+			case err := <-errs:
+				t.Fatalf("a waiter ended before the release: %v", err)
+			default:
+			}
+			return dblock.QueueLen(waiters, key) == n
+		})
+		reads, takes := counts.QueueReads.Load(), counts.Acquires.Load()
+		if err := held.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for range n {
+			if err := <-errs; err != nil {
+				t.Fatalf("waiter: %v", err)
+			}
+		}
+		perHandoff := float64(counts.QueueReads.Load()-reads) / n
+		t.Logf("%d handoffs: %.2f queue reads and %.2f acquire statements each", n, perHandoff, float64(counts.Acquires.Load()-takes)/n)
+		if perHandoff > 3 {
+			t.Errorf("%.1f queue reads per handoff, want about 1: waiters other than the first ask", perHandoff)
+		}
+	})
+}
