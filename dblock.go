@@ -102,6 +102,10 @@ func (l *Locker) TTL() time.Duration { return l.cfg.ttl }
 
 // TryLock takes key if it is free (or expired, or already held under the same
 // Owner memo), or returns an error wrapping ErrLocked at once.
+//
+// A call whose ctx ends while its statement runs returns at once with ctx's
+// error; if the statement takes the key after all, the Locker releases it
+// again (this holds for Lock too).
 func (l *Locker) TryLock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
 	lc, err := l.lockConfig(key, opts)
 	if err != nil {
@@ -363,7 +367,7 @@ func (l *Locker) try(ctx context.Context, key string, lc lockConfig) (*Lock, err
 	}
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
-		token, ok, err := l.acquire(ctx, key, lc)
+		token, ok, err := l.acquireSafe(ctx, key, lc)
 		if err != nil {
 			if l.d.classify(err) == errRolledBack && attempt < maxRollbackRetries && ctx.Err() == nil {
 				continue

@@ -29,6 +29,9 @@ type queueSQL struct {
 	forget string
 	// reap deletes at most reapBatch expired tickets.
 	reap string
+	// owned reads the token of (key, memo)'s row while it is held, on the
+	// lock table: the sweep after a cut-short acquire (detach.go).
+	owned string
 }
 
 // listSQL is a sizedSQL whose {list} in text is n placeholders, the i-th
