@@ -23,9 +23,19 @@ type event struct {
 // contended runs g goroutines on one key through contendedLockers Lockers,
 // with the blocking Lock and a busy critical section of cfg.critical.
 func contended(ctx context.Context, t *target, cfg config, g int) (Row, error) {
+	return contendedWith(ctx, t, cfg, g)
+}
+
+// contendedFIFO is contended with Lockers made WithFIFO: every acquisition
+// in the order its call queued, across both Lockers.
+func contendedFIFO(ctx context.Context, t *target, cfg config, g int) (Row, error) {
+	return contendedWith(ctx, t, cfg, g, dblock.WithFIFO())
+}
+
+func contendedWith(ctx context.Context, t *target, cfg config, g int, opts ...dblock.Option) (Row, error) {
 	lockers := make([]*dblock.Locker, contendedLockers)
 	for i := range lockers {
-		l, closeL, err := t.locker(2*g/contendedLockers, cfg.ttl)
+		l, closeL, err := t.locker(2*g/contendedLockers, cfg.ttl, opts...)
 		if err != nil {
 			return Row{}, err
 		}

@@ -100,7 +100,7 @@ func isBaselineCase(name string) bool {
 
 func checkDetails(t *testing.T, r *Row) {
 	t.Helper()
-	if c := r.Contended; r.Case == "contended" {
+	if c := r.Contended; r.Case == "contended" || r.Case == "contended-fifo" {
 		if c == nil || c.Handoffs <= 0 || c.MaxShare <= 0 || c.MaxShare > 1 || c.LongestWaitMicros <= 0 || r.P50Micros <= 0 {
 			t.Errorf("%s contended: details %+v, p50 %v", r.DB, c, r.P50Micros)
 		} else if c.Overlaps != 0 || c.Deadlocks != 0 {

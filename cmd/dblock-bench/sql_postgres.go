@@ -21,7 +21,7 @@ SELECT 'idle-' || ($1::bigint + i), '', 0, 0, 0 FROM generate_series(1, 1000) AS
 	insertCommit: `INSERT INTO {t} (id, n) VALUES (1, 0)`,
 	updateCommit: `UPDATE {t} SET n = n + 1 WHERE id = 1`,
 	dropLock: []string{
-		`DROP TABLE IF EXISTS {t}, {t_version}`,
+		`DROP TABLE IF EXISTS {t}, {t_version}, {t_queue}`,
 		`DROP SEQUENCE IF EXISTS {t_token_seq}`,
 	},
 	advLock:   `SELECT pg_advisory_lock($1)`,

@@ -54,6 +54,7 @@ func cases() []benchCase {
 		// compared with one connection's back-to-back commits.
 		{name: "commit", gs: []int{1}, run: serialCommit},
 		{name: "contended", baseline: "commit", baseG: 1, gs: []int{8}, run: contended},
+		{name: "contended-fifo", baseline: "commit", baseG: 1, gs: []int{8}, run: contendedFIFO},
 		{name: "advisory-raw", gs: []int{1, 8}, run: sessionRaw},
 	}
 	cs = append(cs, extraCases...)

@@ -26,11 +26,12 @@ type bar struct {
 }
 
 // chartSVG draws the contended case per database: handoffs/s on the left,
-// p50 and p99 handoff latency (ms) on the right.
+// p50 and p99 handoff latency (ms) on the right. contended-fifo is in the
+// table only.
 func chartSVG(rows []Row) string {
 	var rate, lat []bar
 	for _, r := range rows {
-		if r.Contended == nil {
+		if r.Contended == nil || r.Case != "contended" {
 			continue
 		}
 		rate = append(rate, bar{r.DB, "handoffs/s", r.OpsPerSec, fmt.Sprintf("%.0f", r.OpsPerSec)})

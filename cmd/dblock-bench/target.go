@@ -64,6 +64,7 @@ func (t *target) stmt(s, table string) string {
 	r := strings.NewReplacer("{t}", t.sql.quote(table),
 		"{t_version}", t.sql.quote(table+"_version"),
 		"{t_fence}", t.sql.quote(table+"_fence"),
+		"{t_queue}", t.sql.quote(table+"_queue"),
 		"{t_token_seq}", t.sql.quote(table+"_token_seq"))
 	return r.Replace(s)
 }
