@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sync"
 	"sync/atomic"
 )
 
@@ -181,3 +182,18 @@ func ListenerReady(l *Locker) <-chan struct{} { return l.listenReady }
 // TicketRenewals reports how many rounds of FIFO ticket renewals l has run.
 // Test hook.
 func TicketRenewals(l *Locker) int64 { return l.fifo.renewals.Load() }
+
+// StallHeartbeat stops l's heartbeat loop before its next beat, until the
+// returned func is called. Test hook.
+func StallHeartbeat(l *Locker) (resume func()) {
+	stall := make(chan struct{})
+	var once sync.Once
+	hook := func() { <-stall }
+	l.testHookBeat.Store(&hook)
+	return func() {
+		once.Do(func() {
+			l.testHookBeat.Store(nil)
+			close(stall)
+		})
+	}
+}

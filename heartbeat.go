@@ -132,6 +132,9 @@ func (l *Locker) heartbeatLoop() {
 			continue
 		case <-timer.C:
 		}
+		if hook := l.testHookBeat.Load(); hook != nil {
+			(*hook)()
+		}
 		lastErr = l.beat(lastErr)
 	}
 }

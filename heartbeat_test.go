@@ -225,3 +225,37 @@ func TestHeartbeatKicks(t *testing.T) {
 		}
 	})
 }
+
+// Err reports a lease that ran out without a renewal even while the
+// heartbeat goroutine is late (here: stalled), so a holder that checks Err
+// before each write never writes on a lease it no longer has; Done is
+// closed by then too, and the stalled loop, once resumed, revives nothing.
+func TestErrSeesLapsedLeaseWithoutHeartbeat(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		const ttl = 300 * time.Millisecond
+		ctx := ctxT(t, 30*time.Second)
+		l, _, _ := dbtest.Locker(t, d, dblock.WithTTL(ttl))
+		resume := dblock.StallHeartbeat(l)
+		t.Cleanup(resume) // before the Locker's own cleanup closes it
+		lk := mustLock(t)(l.TryLock(ctx, "lapsed"))
+		waitUntil(t, "Err to report the lapsed lease", func() bool { return lk.Err() != nil })
+		if err := lk.Err(); !errors.Is(err, dblock.ErrLockLost) || !errors.Is(err, dblock.ErrLeaseExpired) {
+			t.Fatalf("Err = %v, want ErrLockLost wrapping ErrLeaseExpired", err)
+		}
+		select {
+		case <-lk.Done():
+		default:
+			t.Fatal("Done still open after Err reported the loss")
+		}
+		if n := l.Held(); n != 0 {
+			t.Fatalf("Held = %d after the loss, want 0", n)
+		}
+		resume()
+		if err := lk.Unlock(ctx); !errors.Is(err, dblock.ErrNotHeld) {
+			t.Fatalf("Unlock after the loss = %v, want ErrNotHeld", err)
+		}
+		if n := l.Held(); n != 0 {
+			t.Fatalf("Held = %d after the heartbeat resumed, want 0", n)
+		}
+	})
+}

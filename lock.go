@@ -64,13 +64,35 @@ func (k *Lock) Owner() string { return k.owner }
 func (k *Lock) TTL() time.Duration { return k.ttl }
 
 // Done returns a channel closed when the lock ends for any reason: Unlock,
-// Locker.Close, or loss. Err then says why.
+// Locker.Close, or loss. Err then says why. A lease that runs out closes Done
+// when the Locker's heartbeat goroutine notices, which a loaded machine may
+// delay; Err does not wait for it.
 func (k *Lock) Done() <-chan struct{} { return k.ctx.Done() }
 
-// Err returns nil while the lock is held. After Done is closed it returns an
-// error wrapping ErrReleased after Unlock, or ErrLockLost wrapping the cause
-// (ErrLeaseExpired, ErrTakenOver) when the lock was lost.
-func (k *Lock) Err() error { return context.Cause(k.ctx) }
+// Err returns nil while the lock is held. Otherwise it returns an error
+// wrapping ErrReleased after Unlock, or ErrLockLost wrapping the cause
+// (ErrLeaseExpired, ErrTakenOver) when the lock was lost; Done is then
+// closed. Err reads the lease's local end itself: once that has passed
+// without a renewal, it ends the lock and reports ErrLeaseExpired at once,
+// even if the heartbeat goroutine has not woken yet. Check Err before each
+// write to what the lock guards.
+func (k *Lock) Err() error {
+	if err := context.Cause(k.ctx); err != nil || k.l == nil {
+		return err
+	}
+	if k.l.overdue(k) {
+		k.lose(ErrLeaseExpired)
+	}
+	return context.Cause(k.ctx)
+}
+
+// overdue reports whether lk is held and its local deadline has passed.
+func (l *Locker) overdue(lk *Lock) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, held := l.held[lk]
+	return held && !time.Now().Before(lk.deadline)
+}
 
 // Unlock releases one level of the lock: the key is free again once every
 // re-entry under the same Owner has been unlocked. It returns an error
