@@ -115,7 +115,8 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...LockOption) (*
 		return nil, err
 	}
 	if l.cfg.fifo {
-		return l.tryFIFO(ctx, key, lc)
+		lk, _, err := l.tryFIFO(ctx, key, lc)
+		return lk, err
 	}
 	return l.try(ctx, key, lc)
 }

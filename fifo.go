@@ -29,44 +29,80 @@ const noTicket = math.MaxInt64
 // errTicketLost says that a waiter's own ticket ran out: it queues again.
 var errTicketLost = errors.New("dblock: FIFO ticket expired")
 
+// take is one attempt at a key whose turn has come: got false (with a nil
+// error) when the key turned out to be held after all. It records what it
+// took where its maker said.
+type take func(ctx context.Context) (got bool, err error)
+
+// takeLease is the take of Lock and TryLock; *out gets the Lock.
+func (l *Locker) takeLease(key string, lc lockConfig, out **Lock) take {
+	return func(ctx context.Context) (bool, error) {
+		lk, err := l.try(ctx, key, lc)
+		if errors.Is(err, ErrLocked) {
+			return false, nil
+		}
+		*out = lk
+		return err == nil, err
+	}
+}
+
 // tryFIFO is TryLock in FIFO mode: it takes key only when no ticket waits
 // for it. A call with Owner that re-enters a lock this Locker holds under
-// that memo never waits for the queue.
-func (l *Locker) tryFIFO(ctx context.Context, key string, lc lockConfig) (*Lock, error) {
+// that memo never waits for the queue. wait says that the key is not free:
+// err then wraps ErrLocked.
+func (l *Locker) tryFIFO(ctx context.Context, key string, lc lockConfig) (lk *Lock, wait bool, err error) {
 	if lc.explicitOwner && l.holdsAs(key, lc.owner) {
-		return l.try(ctx, key, lc)
+		lk, err = l.try(ctx, key, lc)
+		return lk, errors.Is(err, ErrLocked), err
 	}
+	wait, err = l.tryTurn(ctx, key, lc, l.takeLease(key, lc, &lk))
+	return lk, wait, err
+}
+
+// tryTurn takes key with take when no ticket waits for it.
+func (l *Locker) tryTurn(ctx context.Context, key string, lc lockConfig, take take) (wait bool, err error) {
 	if l.waits.waiting(key) {
-		return nil, fmt.Errorf("%w: %q: waiters are queued", ErrLocked, key)
+		return true, fmt.Errorf("%w: %q: waiters are queued", ErrLocked, key)
 	}
-	lk, _, err := l.takeTurn(ctx, key, lc, noTicket)
-	return lk, err
+	_, wait, err = l.takeTurn(ctx, key, lc, noTicket, take)
+	return wait, err
 }
 
 // lockFIFO is Lock in FIFO mode: a call that cannot take the key at once
 // takes a ticket and waits for its turn.
 func (l *Locker) lockFIFO(ctx context.Context, key string, lc lockConfig) (*Lock, error) {
-	if lk, err := l.tryFIFO(ctx, key, lc); !errors.Is(err, ErrLocked) {
+	if lk, wait, err := l.tryFIFO(ctx, key, lc); !wait {
 		return lk, err
 	}
+	var lk *Lock
+	t, err := l.queueFor(ctx, key, lc, l.takeLease(key, lc, &lk))
+	if err != nil {
+		return nil, err
+	}
+	// The ticket goes while the caller works: its release waits for that.
+	done := l.dequeueAsync(key, t)
+	l.mu.Lock()
+	lk.dequeued = done
+	l.mu.Unlock()
+	return lk, nil
+}
+
+// queueFor takes a ticket for key and waits for its turn to take the key
+// with take. It returns the ticket, which the caller deletes; a ticket that
+// ran out meanwhile is replaced by a new one, at the end of the queue.
+func (l *Locker) queueFor(ctx context.Context, key string, lc lockConfig, take take) (int64, error) {
 	for {
 		t, err := l.enqueue(ctx, key)
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
-		lk, err := l.waitTurn(ctx, key, lc, t)
+		err = l.waitTurn(ctx, key, lc, t, take)
 		if err == nil {
-			// The ticket goes while the caller works: its release waits
-			// for that.
-			done := l.dequeueAsync(key, t)
-			l.mu.Lock()
-			lk.dequeued = done
-			l.mu.Unlock()
-			return lk, nil
+			return t, nil
 		}
 		l.dequeue(key, t)
 		if !errors.Is(err, errTicketLost) {
-			return lk, err
+			return 0, err
 		}
 		l.log.Warn("dblock: a FIFO ticket ran out while its call waited; queueing again", "key", key, "ticket", t)
 	}
@@ -79,7 +115,7 @@ func (l *Locker) lockFIFO(ctx context.Context, key string, lc lockConfig) (*Lock
 // one behind it poll briskly where no release event comes (MySQL, SQLite);
 // those further back poll with backoff, and no waiter ever writes before its
 // turn.
-func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int64) (*Lock, error) {
+func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int64, take take) error {
 	w := l.waits.joinOrdered(key, lc, t)
 	defer l.leaveQueue(key, w)
 	l.ensureListener()
@@ -94,18 +130,18 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 		case <-w.wake:
 		case <-poll.C:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("dblock: waiting for %q: %w", key, ctxErr(ctx))
+			return fmt.Errorf("dblock: waiting for %q: %w", key, ctxErr(ctx))
 		case <-l.closing:
-			return nil, ErrClosed
+			return ErrClosed
 		}
 		if !l.waits.isHead(key, w) {
 			continue
 		}
 		if !l.holds(key) && l.waits.beginTry(key, w) {
-			lk, ahead, err := l.takeTurn(ctx, key, w.lc, t)
+			ahead, wait, err := l.takeTurn(ctx, key, w.lc, t, take)
 			l.waits.endTry(w)
-			if !errors.Is(err, ErrLocked) {
-				return lk, err
+			if !wait {
+				return err
 			}
 			if ahead <= 1 && !near {
 				b = l.waitBackoff(lc.ttl)
@@ -124,25 +160,29 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 	}
 }
 
-// takeTurn takes key if ticket t is the oldest live ticket for it (with
-// noTicket: if no ticket waits) and the key looks free. ahead counts the
-// live tickets ahead of t (2: two or more). A call with Owner may re-enter
-// a key its memo holds through another Locker: it tries even when the key
-// looks held.
-func (l *Locker) takeTurn(ctx context.Context, key string, lc lockConfig, t int64) (lk *Lock, ahead int, err error) {
+// takeTurn takes key with take if ticket t is the oldest live ticket for it
+// (with noTicket: if no ticket waits) and the key looks free. ahead counts
+// the live tickets ahead of t (2: two or more). wait says that it is not
+// t's turn, or that the key is held: err then wraps ErrLocked. A call with
+// Owner may re-enter a key its memo holds through another Locker: it tries
+// even when the key looks held.
+func (l *Locker) takeTurn(ctx context.Context, key string, lc lockConfig, t int64, take take) (ahead int, wait bool, err error) {
 	ahead, live, held, err := l.queueState(ctx, key, t)
 	switch {
 	case err != nil:
-		return nil, 0, l.wrapErr("read the queue of", key, err)
+		return 0, false, l.wrapErr("read the queue of", key, err)
 	case t != noTicket && !live:
-		return nil, 0, errTicketLost
+		return 0, false, errTicketLost
 	case ahead > 0:
-		return nil, ahead, fmt.Errorf("%w: %q: waiters are queued", ErrLocked, key)
+		return ahead, true, fmt.Errorf("%w: %q: waiters are queued", ErrLocked, key)
 	case held && !lc.explicitOwner:
-		return nil, 0, fmt.Errorf("%w: %q", ErrLocked, key)
+		return 0, true, fmt.Errorf("%w: %q", ErrLocked, key)
 	}
-	lk, err = l.try(ctx, key, lc)
-	return lk, 0, err
+	got, err := take(ctx)
+	if err == nil && !got {
+		return 0, true, fmt.Errorf("%w: %q", ErrLocked, key)
+	}
+	return 0, false, err
 }
 
 func (l *Locker) queueState(ctx context.Context, key string, t int64) (ahead int, live, held bool, err error) {

@@ -57,7 +57,9 @@ func (t *TxLock) Token() int64 { return t.token }
 // snapshot with ErrDeadlock (serialization failure). Calling LockTx again for
 // the same key in the same transaction succeeds at once, with a new token.
 // Owner and TTL options are validated but do not apply: the transaction is
-// the owner and its end is the lease.
+// the owner and its end is the lease. A Locker made WithFIFO queues LockTx
+// among its other waiters, by ticket, and TryLockTx fails with ErrLocked
+// while a ticket waits; see WithFIFO.
 func (l *Locker) LockTx(ctx context.Context, tx *sql.Tx, key string, opts ...LockOption) (*TxLock, error) {
 	return l.lockTx(ctx, tx, key, opts, true)
 }
@@ -75,12 +77,16 @@ func (l *Locker) lockTx(ctx context.Context, tx *sql.Tx, key string, opts []Lock
 	if tx == nil {
 		return nil, fmt.Errorf("%w: nil *sql.Tx", ErrInvalidOption)
 	}
-	if _, err := l.lockConfig(key, opts); err != nil {
+	lc, err := l.lockConfig(key, opts)
+	if err != nil {
 		return nil, err
 	}
 	td, err := l.txDialect("LockTx")
 	if err != nil {
 		return nil, err
+	}
+	if l.cfg.fifo {
+		return l.lockTxFIFO(ctx, tx, td, key, lc, wait)
 	}
 	var b *backoff
 	for {

@@ -203,6 +203,8 @@ func WithoutCombining() Option {
 // renews while the call waits. The call takes the key only when its ticket
 // is the key's oldest live ticket, and deletes the ticket once it holds the
 // key. TryLock fails with ErrLocked while any live ticket waits for the key.
+// LockTx and TryLockTx queue the same way, and a transaction's turn ends
+// with the transaction.
 //
 // Nothing can leak: a waiter that gives up deletes its ticket, and one that
 // crashed stops renewing it, so its successors pass it one lease (the
