@@ -20,7 +20,7 @@ func (m *mysqlDialect) queue() *queueSQL {
 			func(int) string { return "?" }),
 		dequeue: r.Replace(`DELETE FROM {q} WHERE ticket = ?`),
 		forget:  r.Replace(`DELETE FROM {q} WHERE key_id = ? AND memo = ?`),
-		owned:   r.Replace(`SELECT token FROM {t} WHERE key_id = ? AND memo = ? AND depth > 0`),
+		owned:   r.Replace(`SELECT token FROM {t} WHERE key_id = ? AND memo = ? AND depth > 0 AND NOT ({expired})`),
 		reap:    r.Replace(`DELETE FROM {q} WHERE NOT ({live}) LIMIT ` + strconv.Itoa(reapBatch)),
 	}
 }

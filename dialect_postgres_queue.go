@@ -21,7 +21,7 @@ func (p *postgres) queue() *queueSQL {
 			func(i int) string { return "$" + strconv.Itoa(i) }),
 		dequeue: r.Replace(`DELETE FROM {q} WHERE ticket = $1`),
 		forget:  r.Replace(`DELETE FROM {q} WHERE key_id = $1 AND memo = $2`),
-		owned:   r.Replace(`SELECT token FROM {t} WHERE key_id = $1 AND memo = $2 AND depth > 0`),
+		owned:   r.Replace(`SELECT token FROM {t} l WHERE l.key_id = $1 AND l.memo = $2 AND l.depth > 0 AND NOT ({expired})`),
 		reap:    r.Replace(`DELETE FROM {q} WHERE ticket IN (SELECT q.ticket FROM {q} q WHERE NOT ({live}) LIMIT ` + strconv.Itoa(reapBatch) + `)`),
 	}
 }

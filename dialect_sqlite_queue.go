@@ -19,7 +19,7 @@ func (s *sqliteDialect) queue() *queueSQL {
 			func(i int) string { return "?" + strconv.Itoa(i) }),
 		dequeue: r.Replace(`DELETE FROM {q} WHERE ticket = ?1`),
 		forget:  r.Replace(`DELETE FROM {q} WHERE key_id = ?1 AND memo = ?2`),
-		owned:   r.Replace(`SELECT token FROM {t} WHERE key_id = ?1 AND memo = ?2 AND depth > 0`),
+		owned:   r.Replace(`SELECT token FROM {t} WHERE key_id = ?1 AND memo = ?2 AND depth > 0 AND NOT ({expired})`),
 		reap:    r.Replace(`DELETE FROM {q} WHERE ticket IN (SELECT ticket FROM {q} WHERE NOT ({live}) LIMIT ` + strconv.Itoa(reapBatch) + `)`),
 	}
 }

@@ -47,13 +47,22 @@ func (l *Locker) takeLease(key string, lc lockConfig, out **Lock) take {
 }
 
 // tryFIFO is TryLock in FIFO mode: it takes key only when no ticket waits
-// for it. A call with Owner that re-enters a lock this Locker holds under
-// that memo never waits for the queue. wait says that the key is not free:
-// err then wraps ErrLocked.
+// for it. A call with Owner that re-enters a lock held under that memo, by
+// this Locker or another, never waits for the queue: the holder may be
+// waiting for it. wait says that the key is not free: err then wraps
+// ErrLocked.
 func (l *Locker) tryFIFO(ctx context.Context, key string, lc lockConfig) (lk *Lock, wait bool, err error) {
-	if lc.explicitOwner && l.holdsAs(key, lc.owner) {
-		lk, err = l.try(ctx, key, lc)
-		return lk, errors.Is(err, ErrLocked), err
+	if lc.explicitOwner {
+		reenter := l.holdsAs(key, lc.owner)
+		if !reenter {
+			if reenter, err = l.heldAs(ctx, key, lc.owner); err != nil {
+				return nil, false, err
+			}
+		}
+		if reenter {
+			lk, err = l.try(ctx, key, lc)
+			return lk, errors.Is(err, ErrLocked), err
+		}
 	}
 	wait, err = l.tryTurn(ctx, key, lc, l.takeLease(key, lc, &lk))
 	return lk, wait, err
@@ -339,6 +348,20 @@ func (l *Locker) reapTickets(ctx context.Context) (int, error) {
 		if n < reapBatch {
 			return total, nil
 		}
+	}
+}
+
+// heldAs reports whether key is held under owner, with a live lease, by
+// any Locker: one read.
+func (l *Locker) heldAs(ctx context.Context, key, owner string) (bool, error) {
+	var token int64
+	switch err := l.q.QueryRowContext(ctx, l.fifo.sql.owned, key, owner).Scan(&token); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	default:
+		return false, l.wrapErr("read the holder of", key, err)
 	}
 }
 

@@ -236,7 +236,8 @@ func TestFIFOTicketRenewed(t *testing.T) {
 	})
 }
 
-// The holder re-enters under its Owner memo without waiting for the queue.
+// The holder re-enters under its Owner memo without waiting for the queue,
+// through its own Locker or another.
 func TestFIFOReentryPassesQueue(t *testing.T) {
 	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		holder, db, table := dbtest.Locker(t, d, fifoOpts()...)
@@ -257,7 +258,24 @@ func TestFIFOReentryPassesQueue(t *testing.T) {
 		if r, _ := readRow(t, db, d, table, key); r.depth != 2 {
 			t.Fatalf("depth %d after re-entry, want 2", r.depth)
 		}
-		for _, lk := range []*dblock.Lock{inner, outer} {
+		// Through another Locker (another process of the same owner),
+		// both TryLock and Lock re-enter at once: the holder may wait
+		// for them, so queueing behind its own waiters would deadlock.
+		third, _ := newLocker(t, d, table, fifoOpts()...)
+		viaTry, err := third.TryLock(ctx, key, own)
+		if err != nil {
+			t.Fatalf("re-entry through another Locker with a waiter queued: %v", err)
+		}
+		viaLock := mustLock(t)(third.Lock(ctx, key, own))
+		for _, lk := range []*dblock.Lock{viaTry, viaLock} {
+			if lk.Token() != outer.Token() {
+				t.Fatalf("re-entry token %d, want the holder's %d", lk.Token(), outer.Token())
+			}
+		}
+		if n := tickets(t, db, d, table, key, false); n != 1 {
+			t.Fatalf("%d tickets after the re-entries, want the waiter's 1", n)
+		}
+		for _, lk := range []*dblock.Lock{viaLock, viaTry, inner, outer} {
 			if err := lk.Unlock(ctx); err != nil {
 				t.Fatalf("Unlock: %v", err)
 			}

@@ -204,7 +204,8 @@ func WithoutCombining() Option {
 // is the key's oldest live ticket, and deletes the ticket once it holds the
 // key. TryLock fails with ErrLocked while any live ticket waits for the key.
 // LockTx and TryLockTx queue the same way, and a transaction's turn ends
-// with the transaction.
+// with the transaction. A call with Owner that re-enters a lock held under
+// that memo, through any Locker, does not queue.
 //
 // Nothing can leak: a waiter that gives up deletes its ticket, and one that
 // crashed stops renewing it, so its successors pass it one lease (the

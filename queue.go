@@ -29,8 +29,9 @@ type queueSQL struct {
 	forget string
 	// reap deletes at most reapBatch expired tickets.
 	reap string
-	// owned reads the token of (key, memo)'s row while it is held, on the
-	// lock table: the sweep after a cut-short acquire (detach.go).
+	// owned reads the token of (key, memo)'s row while it is held and its
+	// lease lives, on the lock table: the sweep after a cut-short acquire
+	// (detach.go), and an Owner re-entry through another Locker (WithFIFO).
 	owned string
 }
 
