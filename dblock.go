@@ -155,8 +155,7 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...LockOption) (*Loc
 	defer l.leaveQueue(key, w)
 	l.ensureListener()
 	b := l.waitBackoff(lc.ttl)
-	poll := time.NewTimer(time.Hour)
-	poll.Stop()
+	poll := stoppedTimer()
 	defer poll.Stop()
 	var wantAgain time.Time // when to tell holders again that we wait
 	for {

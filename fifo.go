@@ -129,8 +129,7 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 	defer l.leaveQueue(key, w)
 	l.ensureListener()
 	b := l.waitBackoff(lc.ttl)
-	poll := time.NewTimer(time.Hour)
-	poll.Stop()
+	poll := stoppedTimer()
 	defer poll.Stop()
 	var wantAgain time.Time
 	near := false // at most one live ticket ahead, at the last look

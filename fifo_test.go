@@ -66,6 +66,43 @@ func awaitTickets(t testing.TB, db *sql.DB, d dblock.Dialect, table, key string,
 	}
 }
 
+// insertDeadTicket queues a ticket for key under memo "dead", as a waiter
+// would, that nobody renews: it lives for 700 ms by the database's clock.
+func insertDeadTicket(t testing.TB, db *sql.DB, d dblock.Dialect, table, key string) {
+	t.Helper()
+	cols, vals := "key_id, memo, lease_ms", bind(d, 1)+", 'dead', 700"
+	switch d {
+	case dblock.MySQL:
+		cols, vals = cols+", update_time", vals+", UTC_TIMESTAMP(6)"
+	case dblock.SQLite:
+		cols, vals = cols+", update_time", vals+", "+liteNow
+	}
+	mustExec(t, db, `INSERT INTO `+quote(d, table+"_queue")+` (`+cols+`) VALUES (`+vals+`)`, key)
+}
+
+// awaitWaiters receives n waiters' outcomes from errs and fails on the
+// first error.
+func awaitWaiters(t testing.TB, errs <-chan error, n int) {
+	t.Helper()
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+	}
+}
+
+// assertTurns checks that key's waiters took it in the order want, and
+// left no ticket behind.
+func assertTurns[T comparable](t testing.TB, order, want []T, db *sql.DB, d dblock.Dialect, table, key string) {
+	t.Helper()
+	if !slices.Equal(order, want) {
+		t.Fatalf("acquisition order %v, want %v", order, want)
+	}
+	if got := tickets(t, db, d, table, key, false); got != 0 {
+		t.Fatalf("%d tickets left after every waiter took the key", got)
+	}
+}
+
 // lockUnlock locks key through l in a goroutine, then unlocks it; the
 // channel gets the first error, or nil.
 func lockUnlock(ctx context.Context, l *dblock.Locker, key string) <-chan error {
@@ -115,21 +152,12 @@ func TestFIFOOrder(t *testing.T) {
 		if err := held.Unlock(ctx); err != nil {
 			t.Fatalf("Unlock: %v", err)
 		}
-		for range n {
-			if err := <-errs; err != nil {
-				t.Fatalf("waiter: %v", err)
-			}
-		}
+		awaitWaiters(t, errs, n)
 		want := make([]int, n)
 		for i := range want {
 			want[i] = i
 		}
-		if !slices.Equal(order, want) {
-			t.Fatalf("acquisition order %v, want %v", order, want)
-		}
-		if got := tickets(t, db, d, table, key, false); got != 0 {
-			t.Fatalf("%d tickets left after every waiter took the key", got)
-		}
+		assertTurns(t, order, want, db, d, table, key)
 	})
 }
 
@@ -141,14 +169,7 @@ func TestFIFODeadWaiterTicket(t *testing.T) {
 		l, db, table := dbtest.Locker(t, d, fifoOpts()...)
 		ctx := ctxT(t, 30*time.Second)
 		const key = "fifo-dead"
-		cols, vals := "key_id, memo, lease_ms", bind(d, 1)+", 'dead', 700"
-		switch d {
-		case dblock.MySQL:
-			cols, vals = cols+", update_time", vals+", UTC_TIMESTAMP(6)"
-		case dblock.SQLite:
-			cols, vals = cols+", update_time", vals+", "+liteNow
-		}
-		mustExec(t, db, `INSERT INTO `+quote(d, table+"_queue")+` (`+cols+`) VALUES (`+vals+`)`, key)
+		insertDeadTicket(t, db, d, table, key)
 
 		if _, err := l.TryLock(ctx, key); !errors.Is(err, dblock.ErrLocked) {
 			t.Fatalf("TryLock with a live ticket queued: %v, want ErrLocked", err)

@@ -2,7 +2,6 @@ package dblock_test
 
 import (
 	"errors"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -58,17 +57,8 @@ func TestFIFOLockTxTakesItsTurn(t *testing.T) {
 		if err := held.Unlock(ctx); err != nil {
 			t.Fatalf("Unlock: %v", err)
 		}
-		for range 3 {
-			if err := <-errs; err != nil {
-				t.Fatalf("waiter: %v", err)
-			}
-		}
-		if want := []string{"first", "tx", "last"}; !slices.Equal(order, want) {
-			t.Fatalf("acquisition order %v, want %v", order, want)
-		}
-		if got := tickets(t, db, d, table, key, false); got != 0 {
-			t.Fatalf("%d tickets left, want 0", got)
-		}
+		awaitWaiters(t, errs, 3)
+		assertTurns(t, order, []string{"first", "tx", "last"}, db, d, table, key)
 	})
 }
 
@@ -80,11 +70,7 @@ func TestFIFOTryLockTxHonoursTickets(t *testing.T) {
 		l, db, table := dbtest.Locker(t, d, fifoOpts()...)
 		ctx := ctxT(t, 30*time.Second)
 		const key = "fifo-trytx"
-		cols, vals := "key_id, memo, lease_ms", bind(d, 1)+", 'dead', 700"
-		if d == dblock.MySQL {
-			cols, vals = cols+", update_time", vals+", UTC_TIMESTAMP(6)"
-		}
-		mustExec(t, db, `INSERT INTO `+quote(d, table+"_queue")+` (`+cols+`) VALUES (`+vals+`)`, key)
+		insertDeadTicket(t, db, d, table, key)
 		tx := begin(t, db)
 		if _, err := l.TryLockTx(ctx, tx, key); !errors.Is(err, dblock.ErrLocked) {
 			t.Fatalf("TryLockTx with a live ticket queued: %v, want ErrLocked", err)

@@ -117,8 +117,7 @@ func (l *Locker) Held() int {
 // only makes it recompute when to wake.
 func (l *Locker) heartbeatLoop() {
 	defer l.wg.Done()
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
+	timer := stoppedTimer()
 	var lastErr error
 	for {
 		timer.Reset(time.Until(l.nextWake()))

@@ -26,6 +26,13 @@ func (b *backoff) next() time.Duration {
 	return half + rand.N(half+1)
 }
 
+// stoppedTimer returns a timer that has not started: Reset starts it.
+func stoppedTimer() *time.Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}
+
 // waitBackoff is the backoff of a waiter for a lock of lease ttl: polls
 // at least twice a lease.
 func (l *Locker) waitBackoff(ttl time.Duration) *backoff {
