@@ -85,7 +85,7 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 		kick:        make(chan struct{}, 1),
 		closing:     make(chan struct{}),
 		listenReady: make(chan struct{}),
-		fifo:        &fifoQueue{sql: d.queue(), tickets: make(map[int64]struct{})},
+		fifo:        newFIFOQueue(d.queue()),
 	}
 	l.q = l.stmts
 	l.ctx, l.cancel = context.WithCancel(context.Background())

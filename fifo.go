@@ -16,10 +16,37 @@ import (
 // its waiting calls hold, which one goroutine renews.
 type fifoQueue struct {
 	sql      *queueSQL
+	ops      chan struct{} // one per queue operation in flight (fifoQueue.do)
 	mu       sync.Mutex
 	tickets  map[int64]struct{}
 	started  bool         // the renewing goroutine runs; under Locker.mu
 	renewals atomic.Int64 // renewal rounds done (tests wait on it)
+}
+
+// maxQueueOps bounds a Locker's queue operations in flight: reads of a
+// key's queue (every arriving call makes one), ticket inserts and ticket
+// deletes. A burst of
+// arrivals (or of waiters giving up) then costs that many connections at
+// most, not one each, which a pool without a limit would open until the
+// server refused them. Waiting calls behind the first of their Locker send
+// nothing.
+const maxQueueOps = 8
+
+func newFIFOQueue(q *queueSQL) *fifoQueue {
+	return &fifoQueue{sql: q, ops: make(chan struct{}, maxQueueOps), tickets: make(map[int64]struct{})}
+}
+
+// do runs fn as one of the queue operations in flight, once a place is
+// free; ctx's error, without running fn, if ctx ends first.
+func (f *fifoQueue) do(ctx context.Context, fn func()) error {
+	select {
+	case f.ops <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-f.ops }()
+	fn()
+	return nil
 }
 
 // noTicket is the ticket number of a call that holds none: every live
@@ -193,8 +220,14 @@ func (l *Locker) takeTurn(ctx context.Context, key string, lc lockConfig, t int6
 	return 0, false, err
 }
 
+// queueState reads key's queue as one of the queue operations in flight:
+// every arriving call reads it once, before it queues.
 func (l *Locker) queueState(ctx context.Context, key string, t int64) (ahead int, live, held bool, err error) {
-	err = l.q.QueryRowContext(ctx, l.fifo.sql.state, key, t, t, key).Scan(&ahead, &live, &held)
+	if derr := l.fifo.do(ctx, func() {
+		err = l.q.QueryRowContext(ctx, l.fifo.sql.state, key, t, t, key).Scan(&ahead, &live, &held)
+	}); derr != nil {
+		return 0, false, false, derr
+	}
 	return ahead, live, held, err
 }
 
@@ -211,21 +244,27 @@ func (l *Locker) enqueue(ctx context.Context, key string) (int64, error) {
 	f := l.fifo
 	memo := fmt.Sprintf("%s.%016x", l.id, rand.Uint64())
 	ms := l.cfg.ttl.Milliseconds()
-	bound := l.bounds.within(ctx)
 	var t int64
 	var err error
-	if f.sql.returning {
-		err = l.q.QueryRowContext(bound, f.sql.enqueue, key, memo, ms).Scan(&t)
-	} else {
-		var res sql.Result
-		if res, err = l.q.ExecContext(bound, f.sql.enqueue, key, memo, ms); err == nil {
-			t, err = res.LastInsertId()
+	if werr := f.do(ctx, func() {
+		bound := l.bounds.within(ctx)
+		if f.sql.returning {
+			err = l.q.QueryRowContext(bound, f.sql.enqueue, key, memo, ms).Scan(&t)
+		} else {
+			var res sql.Result
+			if res, err = l.q.ExecContext(bound, f.sql.enqueue, key, memo, ms); err == nil {
+				t, err = res.LastInsertId()
+			}
 		}
+		if err != nil {
+			if _, derr := l.db.ExecContext(l.bounds.within(ctx), f.sql.forget, key, memo); derr != nil {
+				l.log.Warn("dblock: a FIFO ticket may be left to run out with its lease", "key", key, "err", derr)
+			}
+		}
+	}); werr != nil {
+		return 0, fmt.Errorf("dblock: waiting for %q: %w", key, ctxErr(ctx))
 	}
 	if err != nil {
-		if _, derr := l.db.ExecContext(l.bounds.within(ctx), f.sql.forget, key, memo); derr != nil {
-			l.log.Warn("dblock: a FIFO ticket may be left to run out with its lease", "key", key, "err", derr)
-		}
 		return 0, l.wrapErr("queue for", key, err)
 	}
 	f.mu.Lock()
@@ -251,7 +290,11 @@ func (l *Locker) dequeue(key string, t int64) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
-	if _, err := q.ExecContext(ctx, f.sql.dequeue, t); err != nil {
+	var err error
+	if werr := f.do(ctx, func() { _, err = q.ExecContext(ctx, f.sql.dequeue, t) }); werr != nil {
+		err = werr
+	}
+	if err != nil {
 		l.log.Warn("dblock: deleting a FIFO ticket failed; it runs out with its lease", "key", key, "ticket", t, "err", err)
 	}
 }

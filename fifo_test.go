@@ -313,8 +313,7 @@ func TestFIFOReentryPassesQueue(t *testing.T) {
 func TestFIFONoThunderingHerd(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
 		holder, _, table := dbtest.Locker(t, d, fifoOpts()...)
-		waiters, wdb := newLocker(t, d, table, fifoOpts()...)
-		wdb.SetMaxOpenConns(16) // 300 queueing at once would exceed the server's connection limit
+		waiters, _ := newLocker(t, d, table, fifoOpts()...)
 		ctx := ctxT(t, 2*time.Minute)
 		const key, n = "fifo-herd", 300
 		counts := dblock.CountStatements(waiters)
@@ -345,5 +344,51 @@ func TestFIFONoThunderingHerd(t *testing.T) {
 		if perHandoff > 3 {
 			t.Errorf("%.1f queue reads per handoff, want about 1: waiters other than the first ask", perHandoff)
 		}
+	})
+}
+
+// A burst of FIFO waiters in one Locker, on a pool without a limit, opens
+// a few connections for its ticket inserts, not one per waiter (which a
+// server's connection limit would refuse), and every waiter still takes
+// the key.
+func TestFIFOBurstBoundsConnections(t *testing.T) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
+		holder, db, table := dbtest.Locker(t, d, fifoOpts()...)
+		waiters, wdb := newLocker(t, d, table, fifoOpts()...)
+		const key, n = "fifo-burst", 150
+		// Idle connections stay open, so those open at the end are as
+		// many as were ever in use at once.
+		wdb.SetMaxIdleConns(n)
+		ctx := ctxT(t, 2*time.Minute)
+		held := mustLock(t)(holder.Lock(ctx, key))
+		start := make(chan struct{})
+		errs := make(chan error, n)
+		for range n {
+			go func() {
+				<-start
+				errs <- <-lockUnlock(ctx, waiters, key)
+			}()
+		}
+		close(start)
+		waitUntil(t, "every waiter to queue", func() bool {
+			select {
+			case err := <-errs:
+				t.Fatalf("a waiter ended before the release: %v", err)
+			default:
+			}
+			return tickets(t, db, d, table, key, false) == n
+		})
+		s := wdb.Stats()
+		opened := s.OpenConnections + int(s.MaxIdleClosed+s.MaxIdleTimeClosed+s.MaxLifetimeClosed)
+		// The queue operations, the head's reads, the renewals and (on
+		// PostgreSQL) the listener.
+		if limit := 16; opened > limit {
+			t.Fatalf("%d waiters opened %d connections, want at most %d", n, opened, limit)
+		}
+		if err := held.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+		awaitWaiters(t, errs, n)
+		t.Logf("%d waiters opened %d connections", n, opened)
 	})
 }
