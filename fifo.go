@@ -25,11 +25,10 @@ type fifoQueue struct {
 
 // maxQueueOps bounds a Locker's queue operations in flight: reads of a
 // key's queue (every arriving call makes one), ticket inserts and ticket
-// deletes. A burst of
-// arrivals (or of waiters giving up) then costs that many connections at
-// most, not one each, which a pool without a limit would open until the
-// server refused them. Waiting calls behind the first of their Locker send
-// nothing.
+// deletes. A burst of arrivals (or of waiters giving up) then costs that
+// many connections at most, not one each, which a pool without a limit
+// would open until the server refused them. Waiting calls behind the first
+// of their Locker send nothing.
 const maxQueueOps = 8
 
 func newFIFOQueue(q *queueSQL) *fifoQueue {
@@ -198,9 +197,11 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 // takeTurn takes key with take if ticket t is the oldest live ticket for it
 // (with noTicket: if no ticket waits) and the key looks free. ahead counts
 // the live tickets ahead of t (2: two or more). wait says that it is not
-// t's turn, or that the key is held: err then wraps ErrLocked. A call with
-// Owner may re-enter a key its memo holds through another Locker: it tries
-// even when the key looks held.
+// t's turn, or that the key is held: err then wraps ErrLocked. A waiting
+// call with Owner whose memo came to hold the key meanwhile (through another
+// call) re-enters it at its turn; one whose memo does not hold it sends no
+// acquire while the key is held. An arriving call with Owner has been
+// checked for re-entry already (tryFIFO).
 func (l *Locker) takeTurn(ctx context.Context, key string, lc lockConfig, t int64, take take) (ahead int, wait bool, err error) {
 	ahead, live, held, err := l.queueState(ctx, key, t)
 	switch {
@@ -210,8 +211,16 @@ func (l *Locker) takeTurn(ctx context.Context, key string, lc lockConfig, t int6
 		return 0, false, errTicketLost
 	case ahead > 0:
 		return ahead, true, fmt.Errorf("%w: %q: waiters are queued", ErrLocked, key)
-	case held && !lc.explicitOwner:
+	case held && (!lc.explicitOwner || t == noTicket):
 		return 0, true, fmt.Errorf("%w: %q", ErrLocked, key)
+	case held:
+		reenter, err := l.heldAs(ctx, key, lc.owner)
+		if err != nil {
+			return 0, false, err
+		}
+		if !reenter {
+			return 0, true, fmt.Errorf("%w: %q", ErrLocked, key)
+		}
 	}
 	got, err := take(ctx)
 	if err == nil && !got {

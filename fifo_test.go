@@ -392,3 +392,38 @@ func TestFIFOBurstBoundsConnections(t *testing.T) {
 		t.Logf("%d waiters opened %d connections", n, opened)
 	})
 }
+
+// A FIFO waiter with Owner, whose memo does not hold the key, sends no
+// acquire while another holder has it: only reads of the queue, and one
+// acquire at its turn.
+func TestFIFOOwnerWaiterSendsNoAcquireWhileHeld(t *testing.T) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
+		holder, _, table := dbtest.Locker(t, d, fifoOpts()...)
+		waiter, _ := newLocker(t, d, table, fifoOpts()...)
+		ctx := ctxT(t, 30*time.Second)
+		const key = "fifo-owner-wait"
+		held := mustLock(t)(holder.Lock(ctx, key))
+		counts := dblock.CountStatements(waiter)
+		got := make(chan error, 1)
+		go func() {
+			lk, err := waiter.Lock(ctx, key, dblock.Owner("fifo-waiting-owner"))
+			if err == nil {
+				err = lk.Unlock(ctx)
+			}
+			got <- err
+		}()
+		waitUntil(t, "the waiter to look at the queue five times", func() bool { return counts.QueueReads.Load() >= 5 })
+		if n := counts.Acquires.Load(); n != 0 {
+			t.Fatalf("%d acquires sent while the key was held by another owner, want 0", n)
+		}
+		if err := held.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+		if n := counts.Acquires.Load(); n != 1 {
+			t.Fatalf("%d acquires, want the one at its turn", n)
+		}
+	})
+}
