@@ -1,10 +1,34 @@
 #!/usr/bin/env bash
 # The test command: makes sure both databases run (scripts/dbup.sh), then runs
-# every test with the race detector. A database that cannot be had is a
-# failure, not a skip. The fault-injection suite runs last, verbosely, so its
-# counts (acquisitions, faults, overlaps, takeover delays) are printed.
-set -euo pipefail
+# every test with the race detector, the fault-injection suite (verbosely, so
+# its counts are printed) and a smoke run of the bench command (-check: every
+# case runs, no errors, no overlapping holders; speed is not judged).
+# Every step runs even if an earlier one failed; a summary lists each step's
+# result and the script exits non-zero if any failed. A database that cannot
+# be had is a failure, not a skip.
+set -uo pipefail
 cd "$(dirname "$0")/.."
-./scripts/dbup.sh
-go test -race -count=1 -timeout 20m "$@" $(go list ./... | grep -v /internal/faultsuite)
-go test -race -count=1 -timeout 20m -v "$@" ./internal/faultsuite/
+results=()
+failed=0
+step() {
+  local name=$1
+  shift
+  echo "== $name"
+  local start=$SECONDS
+  if "$@"; then
+    results+=("ok    $name ($((SECONDS - start)) s)")
+  else
+    results+=("FAIL  $name ($((SECONDS - start)) s, exit $?)")
+    failed=1
+  fi
+}
+step "databases (scripts/dbup.sh)" ./scripts/dbup.sh
+step "tests (go test -race)" go test -race -count=1 -timeout 20m "$@" $(go list ./... | grep -v /internal/faultsuite)
+step "fault suite" go test -race -count=1 -timeout 20m -v "$@" ./internal/faultsuite/
+out=$(mktemp -d)
+step "bench smoke (dblock-bench -check)" go run ./cmd/dblock-bench -check -db all -duration 200ms -rounds 2 \
+  -ttl 2s -held 200 -intervals 1 -json "$out/r.json" -svg "$out/r.svg" -md "$out/r.md"
+rm -rf "$out"
+echo "== summary"
+printf '%s\n' "${results[@]}"
+exit $failed

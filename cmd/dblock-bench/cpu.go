@@ -54,6 +54,64 @@ func procCPU(pid int) func() (time.Duration, error) {
 	}
 }
 
+// postgresCPU returns a reader of a local PostgreSQL server's CPU time: the
+// postmaster's own and its reaped children's (cutime, cstime: the backends
+// of closed connections), plus every live backend's, from /proc.
+func postgresCPU(postmaster int) func() (time.Duration, error) {
+	return func() (time.Duration, error) {
+		f, err := statFields(postmaster)
+		if err != nil {
+			return 0, err
+		}
+		total := sumTicks(f[11:15]) // utime, stime, cutime, cstime
+		entries, err := os.ReadDir("/proc")
+		if err != nil {
+			return 0, err
+		}
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == postmaster {
+				continue
+			}
+			c, err := statFields(pid)
+			if err != nil || c[1] != strconv.Itoa(postmaster) {
+				continue // gone meanwhile, or not a backend
+			}
+			total += sumTicks(c[11:13])
+		}
+		return time.Duration(total) * time.Second / clockTicks, nil
+	}
+}
+
+// statFields returns the fields of /proc/<pid>/stat after "(comm) ": state
+// is f[0], the parent's pid f[1], utime f[11], stime f[12], cutime f[13],
+// cstime f[14] (fields 3, 4 and 14 to 17 of proc(5)).
+func statFields(pid int) ([]string, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil, fmt.Errorf("unexpected /proc/%d/stat", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 15 {
+		return nil, fmt.Errorf("unexpected /proc/%d/stat", pid)
+	}
+	return f, nil
+}
+
+func sumTicks(fields []string) int64 {
+	var n int64
+	for _, x := range fields {
+		v, _ := strconv.ParseInt(x, 10, 64)
+		n += v
+	}
+	return n
+}
+
 // clockTicks is USER_HZ, the unit of /proc times: 100 on every Linux
 // architecture Go supports.
 const clockTicks = 100

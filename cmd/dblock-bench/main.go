@@ -28,7 +28,12 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if _, err := run(ctx, cfg, os.Stdout); err != nil {
+	var printed strings.Builder
+	rep, err := run(ctx, cfg, io.MultiWriter(os.Stdout, &printed))
+	if err == nil && cfg.check {
+		err = checkReport(cfg, rep, printed.String())
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "dblock-bench:", err)
 		stop()
 		os.Exit(1)
@@ -53,6 +58,8 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.IntVar(&cfg.rounds, "rounds", 12, "a case and its baseline alternate in this many slices of -duration/rounds")
 	fs.IntVar(&cfg.idleKeys, "idle-keys", 0, "released rows (in thousands) put in the lock table first, as in a table many keys have used")
 	fs.IntVar(&cfg.mysqlPID, "mysql-pid", 0, "process ID of a local mysqld/mariadbd: adds its CPU time per operation to the notes")
+	fs.IntVar(&cfg.postgresPID, "postgres-pid", 0, "process ID of a local PostgreSQL postmaster: adds its and its backends' CPU time per operation to the notes")
+	fs.BoolVar(&cfg.check, "check", false, "check the report's structure (every case, no errors, no overlaps) and fail if it is wrong: the CI smoke run")
 	only := fs.String("cases", "", "comma-separated cases to run, each with its baseline (default: all)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err

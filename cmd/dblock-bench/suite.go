@@ -13,20 +13,22 @@ import (
 
 // config is one run's settings (see the flags in main.go).
 type config struct {
-	dbs       []dblock.Dialect
-	dsns      map[dblock.Dialect]string
-	duration  time.Duration // per case
-	ttl       time.Duration // every lock's lease; the heartbeat is the default ttl/3
-	critical  time.Duration // contended critical section
-	held      int           // locks held by the heartbeat case
-	intervals int           // heartbeat intervals watched
-	jsonPath  string
-	svgPath   string
-	mdPath    string
-	only      map[string]bool // cases to run (with their baselines); nil: all
-	rounds    int             // a case and its baseline alternate in this many slices
-	mysqlPID  int             // a local MySQL/MariaDB server's process, for its CPU time; 0: none
-	idleKeys  int             // released rows put in the lock table before the cases run
+	dbs         []dblock.Dialect
+	dsns        map[dblock.Dialect]string
+	duration    time.Duration // per case
+	ttl         time.Duration // every lock's lease; the heartbeat is the default ttl/3
+	critical    time.Duration // contended critical section
+	held        int           // locks held by the heartbeat case
+	intervals   int           // heartbeat intervals watched
+	jsonPath    string
+	svgPath     string
+	mdPath      string
+	only        map[string]bool // cases to run (with their baselines); nil: all
+	rounds      int             // a case and its baseline alternate in this many slices
+	mysqlPID    int             // a local MySQL/MariaDB server's process, for its CPU time; 0: none
+	postgresPID int             // a local PostgreSQL postmaster, for its and its backends' CPU time; 0: none
+	idleKeys    int             // released rows put in the lock table before the cases run
+	check       bool            // verify the report after the run (checkReport)
 }
 
 // benchCase is one measurement, run once per goroutine count on each
@@ -115,6 +117,12 @@ func runTarget(ctx context.Context, cfg config, d dblock.Dialect, out io.Writer)
 			return nil, fmt.Errorf("-mysql-pid: %w", err)
 		}
 	}
+	if d == dblock.Postgres && cfg.postgresPID > 0 {
+		serverCPU = postgresCPU(cfg.postgresPID)
+		if _, err := serverCPU(); err != nil {
+			return nil, fmt.Errorf("-postgres-pid: %w", err)
+		}
+	}
 	all := cases()
 	isBaseline := map[string]bool{}
 	for _, c := range all {
@@ -123,7 +131,7 @@ func runTarget(ctx context.Context, cfg config, d dblock.Dialect, out io.Writer)
 		}
 	}
 	for _, c := range all {
-		if cfg.only != nil && !cfg.only[c.name] || isBaseline[c.name] || c.only != "" && c.only != d {
+		if cfg.only != nil && !cfg.only[c.name] || isBaseline[c.name] && c.baseline == "" || c.only != "" && c.only != d {
 			continue // a baseline runs with the case compared with it
 		}
 		var base *benchCase
