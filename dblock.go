@@ -35,13 +35,17 @@ type Locker struct {
 	kick     chan struct{} // wakes the heartbeat loop for a lock due before wakeAt
 	wakeAt   time.Time     // when the heartbeat loop next wakes (zero: not yet known); under mu
 	kicks    atomic.Int64  // kicks the heartbeat loop received
+	pace     renewPace     // renewal speed; heartbeat loop only
 	// testHookBeat, when set (by tests), runs in the heartbeat loop
 	// before each beat.
 	testHookBeat atomic.Pointer[func()]
-	closing      chan struct{} // closed by Close
-	ctx          context.Context
-	cancel       context.CancelFunc
-	wg           sync.WaitGroup // the heartbeat loop, the listener, and what spawn runs
+	// testHookRenew, when set (by tests), runs before each renewal
+	// statement.
+	testHookRenew atomic.Pointer[func()]
+	closing       chan struct{} // closed by Close
+	ctx           context.Context
+	cancel        context.CancelFunc
+	wg            sync.WaitGroup // the heartbeat loop, the listener, and what spawn runs
 
 	listenOnce  sync.Once
 	readyOnce   sync.Once

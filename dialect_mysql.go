@@ -222,14 +222,26 @@ func (m *mysqlDialect) batch(ctx context.Context, q querier, cs []*batchCall) {
 		}
 		return []any{c.key, c.token, 0, ""}
 	})
-	res, err := q.ExecContext(ctx, m.cycleMany.text(len(pc)), args...)
-	var changed int64
-	if err == nil {
-		changed, err = res.RowsAffected()
-	}
 	var done map[string]bool
-	if err == nil && changed != int64(len(cs)) {
-		done, err = m.confirm(ctx, q, pc)
+	run := func(q querier) error {
+		res, err := q.ExecContext(ctx, m.cycleMany.text(len(pc)), args...)
+		var changed int64
+		if err == nil {
+			changed, err = res.RowsAffected()
+		}
+		if err == nil && changed != int64(len(cs)) {
+			done, err = m.confirm(ctx, q, pc)
+		}
+		return err
+	}
+	var err error
+	if hasRelease(cs) {
+		// A release's outcome is read in the statement's transaction: once
+		// committed, another Locker may take the key, and the read would
+		// take a release that was done for one that was not.
+		err = inTx(ctx, q, run)
+	} else {
+		err = run(q) // a take confirmed later finds the row as it left it
 	}
 	for _, c := range cs {
 		if !c.release {
@@ -247,6 +259,16 @@ func (m *mysqlDialect) batch(ctx context.Context, q querier, cs []*batchCall) {
 			c.token = 0
 		}
 	}
+}
+
+// hasRelease reports whether cs holds a release.
+func hasRelease(cs []*batchCall) bool {
+	for _, c := range cs {
+		if c.release {
+			return true
+		}
+	}
+	return false
 }
 
 // confirm returns the keys of the calls of pc (padded) that cycleMany did.

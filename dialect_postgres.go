@@ -145,9 +145,10 @@ RETURNING l.token`)
 n AS (SELECT pg_notify($4, 'F:' || $5 || ':' || $1) FROM r WHERE r.depth = 0)
 SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM n)`)
 	// renewSQL skips rows another transaction has locked (a Lock.Check share
-	// lock, a takeover in flight) instead of waiting for them: "live" says
-	// which acquisitions were still ours when the statement started, "renewed"
-	// which of them it could update.
+	// lock, a takeover in flight) instead of waiting for them. It returns
+	// each acquisition still ours when the statement started (false) and
+	// each it renewed (true), as two lists: a join of the two, planned as a
+	// nested loop over CTEs, cost the square of the locks (5.7 s for 10,000).
 	p.renewSQL = r.Replace(`WITH h AS (SELECT * FROM unnest($1::text[], $2::bigint[]) AS h(key_id, token)),
 live AS (
   SELECT l.key_id, l.token FROM {t} AS l JOIN h ON l.key_id = h.key_id AND l.token = h.token
@@ -159,9 +160,10 @@ got AS (
 upd AS (
   UPDATE {t} AS l SET update_time = statement_timestamp() FROM got
   WHERE l.key_id = got.key_id
-  RETURNING l.key_id)
-SELECT live.key_id, live.token, upd.key_id IS NOT NULL
-FROM live LEFT JOIN upd ON upd.key_id = live.key_id`)
+  RETURNING l.key_id, l.token)
+SELECT key_id, token, true FROM upd
+UNION ALL
+SELECT key_id, token, false FROM live`)
 	p.reapSQL = r.Replace(`DELETE FROM {t} AS l WHERE l.key_id IN (
   SELECT l.key_id FROM {t} AS l WHERE l.depth = 0 OR {expired}
   LIMIT $1 FOR UPDATE SKIP LOCKED)
@@ -309,19 +311,26 @@ func (p *postgres) renew(ctx context.Context, db *sql.DB, refs []heldRef) (lost,
 	}
 	defer rows.Close()
 	live := make(map[heldRef]struct{}, len(refs))
+	renewed := make(map[heldRef]struct{}, len(refs))
 	for rows.Next() {
 		var r heldRef
-		var renewed bool
-		if err := rows.Scan(&r.key, &r.token, &renewed); err != nil {
+		var done bool
+		if err := rows.Scan(&r.key, &r.token, &done); err != nil {
 			return nil, nil, err
 		}
-		live[r] = struct{}{}
-		if !renewed {
-			busy = append(busy, r)
+		if done {
+			renewed[r] = struct{}{}
+		} else {
+			live[r] = struct{}{}
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, nil, err
+	}
+	for r := range live {
+		if _, ok := renewed[r]; !ok {
+			busy = append(busy, r)
+		}
 	}
 	return missing(refs, live), busy, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Counts counts the statements a Locker sends through its statement cache,
@@ -196,4 +197,11 @@ func StallHeartbeat(l *Locker) (resume func()) {
 			close(stall)
 		})
 	}
+}
+
+// SlowRenewals delays each of l's renewal statements by d, as a slow
+// database would. Test hook.
+func SlowRenewals(l *Locker, d time.Duration) {
+	hook := func() { time.Sleep(d) }
+	l.testHookRenew.Store(&hook)
 }

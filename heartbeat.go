@@ -7,10 +7,6 @@ import (
 	"time"
 )
 
-// renewChunk bounds the acquisitions renewed by one statement (MySQL's
-// 65,535 placeholders allow 32,767 pairs).
-const renewChunk = 10000
-
 // safetyMargin is how long before the lease can end on the server the holder
 // is told that its lock is lost, when no renewal got through.
 //
@@ -182,54 +178,21 @@ func (l *Locker) expire(now time.Time, lastErr error) {
 	}
 }
 
-// beat ends overdue locks and renews those due, all due locks in one
-// statement (per renewChunk). A lock is renewed when its next beat is less
-// than half an interval away, so locks fall into step and share statements.
-// It returns the last renewal error, reported as the cause of later losses.
+// beat ends overdue locks and renews those due, in statements ordered by
+// lease deadline. While a statement runs, each lock still ends at its own
+// deadline (watchDeadlines), never at another's. It returns the last
+// renewal error, reported as the cause of later losses.
 func (l *Locker) beat(lastErr error) error {
-	now := time.Now()
-	l.expire(now, lastErr)
-	var due []*Lock
-	earliest := time.Time{}
-	l.mu.Lock()
-	for lk := range l.held {
-		if earliest.IsZero() || lk.deadline.Before(earliest) {
-			earliest = lk.deadline
-		}
-		if !now.Before(lk.nextBeat.Add(-lk.interval / 2)) {
-			due = append(due, lk)
-		}
-	}
-	l.mu.Unlock()
+	l.expire(time.Now(), lastErr)
+	due, shortest, needed := l.dueRenewals(time.Now())
 	if len(due) == 0 {
 		return lastErr
 	}
-	// A renewal that cannot finish before the earliest deadline is useless:
-	// bound it, and should the driver be slow to give up, end the overdue
-	// locks when the deadline passes rather than when the call returns.
-	ctx, cancel := context.WithDeadline(l.ctx, earliest)
-	defer cancel()
-	expired := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() {
-		defer close(expired)
-		if l.ctx.Err() == nil {
-			l.expire(time.Now(), errors.New("renewal did not finish before the deadline"))
-		}
-	})
-	defer func() {
-		if !stop() {
-			<-expired
-		}
-	}()
-	for i := 0; i < len(due); i += renewChunk {
-		chunk := due[i:min(i+renewChunk, len(due))]
-		if err := l.renewChunk(ctx, chunk); err != nil {
-			lastErr = err
-		} else {
-			lastErr = nil
-		}
-	}
-	return lastErr
+	stop := l.watchDeadlines()
+	defer stop()
+	err := l.renewDue(due, shortest)
+	l.warnIfBehind(needed)
+	return err
 }
 
 func (l *Locker) renewChunk(ctx context.Context, chunk []*Lock) error {
@@ -242,6 +205,9 @@ func (l *Locker) renewChunk(ctx context.Context, chunk []*Lock) error {
 			seen[r] = struct{}{}
 			refs = append(refs, r)
 		}
+	}
+	if hook := l.testHookRenew.Load(); hook != nil {
+		(*hook)()
 	}
 	lost, busy, err := l.d.renew(ctx, l.db, refs)
 	if err != nil {

@@ -161,16 +161,16 @@ func (k *Lock) releaseRow(ctx context.Context) (wake bool, err error) {
 	// NOTIFY (PostgreSQL serialises notifying commits).
 	n, can := k.l.d.(notifier)
 	notify := can && k.l.notifying() && k.l.wantedElsewhere(k.key)
-	var ok bool
-	if notify {
-		ok, err = n.releaseNotify(ctx, k.l.q, k.l.id, k.key, k.owner, k.token)
-	} else if b, can := k.l.d.(batcher); can && k.batchable() {
-		ok, err = b.releaseBatched(ctx, k.l.q, k.key, k.owner, k.token)
-	} else {
-		ok, err = k.l.d.release(ctx, k.l.q, k.key, k.owner, k.token)
-	}
+	ok, err := k.l.retryRelease(ctx, func() (bool, error) {
+		if notify {
+			return n.releaseNotify(ctx, k.l.q, k.l.id, k.key, k.owner, k.token)
+		} else if b, can := k.l.d.(batcher); can && k.batchable() {
+			return b.releaseBatched(ctx, k.l.q, k.key, k.owner, k.token)
+		}
+		return k.l.d.release(ctx, k.l.q, k.key, k.owner, k.token)
+	})
 	if err != nil {
-		return true, k.l.wrapErr("release", k.key, err)
+		return true, fmt.Errorf("%w (the row stays held until its lease of %v ends)", k.l.wrapErr("release", k.key, err), k.ttl)
 	}
 	// FIFO waiters of ours always hear at once: the next in line may be
 	// ours, and our own NOTIFY reaches our listener only after a round trip.
@@ -182,6 +182,35 @@ func (k *Lock) releaseRow(ctx context.Context) (wake bool, err error) {
 		k.l.log.Debug("dblock: released", "key", k.key, "token", k.token)
 	}
 	return wake, nil
+}
+
+// retryRelease runs release until it succeeds, fails for good, or ctx ends.
+// A statement the database rolled back (deadlock, serialization failure)
+// did nothing and runs again. After a connection failed mid-statement the
+// release may have landed: a retry that finds the acquisition gone then
+// counts it released, since its lease was live when it was sent (only a
+// ForceUnlock or Reap at that instant could have ended it).
+func (l *Locker) retryRelease(ctx context.Context, release func() (bool, error)) (bool, error) {
+	b := newBackoff(5*time.Millisecond, 250*time.Millisecond)
+	uncertain := false
+	for {
+		ok, err := release()
+		if err == nil {
+			return ok || uncertain, nil
+		}
+		class := l.d.classify(err)
+		if class != errRolledBack && class != errConn {
+			return false, err
+		}
+		uncertain = uncertain || class == errConn
+		t := time.NewTimer(b.next())
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false, err
+		}
+	}
 }
 
 // batchable reports whether the lock's release may be combined with others

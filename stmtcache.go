@@ -72,3 +72,60 @@ func (c *stmtCache) close() {
 		delete(c.m, q)
 	}
 }
+
+// txRunner is a querier that can run statements in one transaction.
+type txRunner interface {
+	inTx(ctx context.Context, fn func(q querier) error) error
+}
+
+// inTx runs fn in a transaction whose statements use c's prepared
+// statements, and commits if fn succeeds.
+func (c *stmtCache) inTx(ctx context.Context, fn func(q querier) error) error {
+	tx, err := c.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(txStmts{c, tx}); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// inTx runs fn on q in one transaction when q can, else on q alone.
+func inTx(ctx context.Context, q querier, fn func(q querier) error) error {
+	if r, ok := q.(txRunner); ok {
+		return r.inTx(ctx, fn)
+	}
+	return fn(q)
+}
+
+// txStmts runs c's prepared statements inside tx.
+type txStmts struct {
+	c  *stmtCache
+	tx *sql.Tx
+}
+
+func (t txStmts) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	s, err := t.c.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return t.tx.StmtContext(ctx, s).ExecContext(ctx, args...)
+}
+
+func (t txStmts) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	s, err := t.c.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return t.tx.StmtContext(ctx, s).QueryContext(ctx, args...)
+}
+
+func (t txStmts) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	s, err := t.c.stmt(ctx, query)
+	if err != nil {
+		return t.tx.QueryRowContext(ctx, query, args...)
+	}
+	return t.tx.StmtContext(ctx, s).QueryRowContext(ctx, args...)
+}

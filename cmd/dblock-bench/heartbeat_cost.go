@@ -81,9 +81,20 @@ func heartbeatCost(ctx context.Context, t *target, cfg config, g int) (Row, erro
 
 	interval := cfg.ttl / 3 // dblock's default heartbeat
 	window := time.Duration(cfg.intervals) * interval
+	cpu0 := clientCPU()
 	w, err := t.watchRenewals(ctx, window, interval/4)
 	if err != nil {
 		return Row{}, err
+	}
+	cpu := clientCPU() - cpu0
+	for _, lk := range held {
+		select {
+		case <-lk.Done():
+			if hb.Lost++; hb.FirstLoss == "" {
+				hb.FirstLoss = lk.Err().Error()
+			}
+		default:
+		}
 	}
 	hb.IntervalSeconds = interval.Seconds()
 	hb.Intervals = w.elapsed.Seconds() / interval.Seconds()
@@ -93,12 +104,18 @@ func heartbeatCost(ctx context.Context, t *target, cfg config, g int) (Row, erro
 		rows += c
 	}
 	hb.RowsPerInterval = float64(rows) / hb.Intervals
+	if rows > 0 {
+		hb.ClientCPUPerRenewalMicros = float64(cpu.Microseconds()) / float64(rows)
+	}
 	hb.CountersPerInterval = make(map[string]float64)
 	for k, v := range w.counters {
 		hb.CountersPerInterval[k] = v / hb.Intervals
 	}
 	r := rowFrom(measured{ops: rows, elapsed: w.elapsed})
 	r.Heartbeat = &hb
+	if hb.Lost > 0 {
+		r.Errors, r.FirstError = int64(hb.Lost), hb.FirstLoss
+	}
 	return r, nil
 }
 

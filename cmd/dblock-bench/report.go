@@ -79,6 +79,12 @@ type HeartbeatStat struct {
 	GoroutinesBefore    int                `json:"goroutines_before"`
 	GoroutinesAfter     int                `json:"goroutines_after"`
 	HeapBytesPerLock    float64            `json:"heap_bytes_per_lock"`
+	// Lost counts held locks whose Done closed while watched (any is a
+	// failure of the heartbeat); ClientCPUPerRenewal is this process's CPU
+	// time over the watch divided by the rows renewed.
+	Lost                      int     `json:"lost"`
+	FirstLoss                 string  `json:"first_loss,omitempty"`
+	ClientCPUPerRenewalMicros float64 `json:"client_cpu_per_renewal_us"`
 }
 
 var tableHeader = []string{"db", "case", "g", "ops/s", "p50", "p99", "ratio", "errors", "notes"}
@@ -100,9 +106,12 @@ func (r Row) cells() []string {
 	case r.Heartbeat != nil:
 		h := r.Heartbeat
 		p50, p99 = "", ""
-		notes = fmt.Sprintf("renewed rows/s; %d held (taken at %.0f/s: first tenth %.0f/s, last %.0f/s), every %.1fs: %.2f stmts, %.0f rows; server %s; goroutines %d→%d; heap %.0f B/lock",
+		notes = fmt.Sprintf("renewed rows/s; %d held (taken at %.0f/s: first tenth %.0f/s, last %.0f/s), every %.1fs: %.2f stmts, %.0f rows; lost %d over %.0f intervals; client CPU %.1fµs/renewal; server %s; goroutines %d→%d; heap %.0f B/lock",
 			h.Held, h.AcquirePerSec, h.AcquireFirstTenthPerSec, h.AcquireLastTenthPerSec, h.IntervalSeconds, h.StmtsPerInterval, h.RowsPerInterval,
-			fmtCounters(h.CountersPerInterval), h.GoroutinesBefore, h.GoroutinesAfter, h.HeapBytesPerLock)
+			h.Lost, h.Intervals, h.ClientCPUPerRenewalMicros, fmtCounters(h.CountersPerInterval), h.GoroutinesBefore, h.GoroutinesAfter, h.HeapBytesPerLock)
+		if h.FirstLoss != "" {
+			notes += "; first loss: " + h.FirstLoss
+		}
 	case r.ClientCPUMicros > 0:
 		notes = fmt.Sprintf("CPU per op: client %.0fµs", r.ClientCPUMicros)
 		if r.ServerCPUMicros > 0 {
