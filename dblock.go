@@ -150,8 +150,9 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...LockOption) (*Loc
 	if l.cfg.fifo {
 		return l.lockFIFO(ctx, key, lc)
 	}
+	var lastErr error // the last transient error ridden out
 	if lc.explicitOwner {
-		if lk, err := l.try(ctx, key, lc); !errors.Is(err, ErrLocked) {
+		if lk, err := l.try(ctx, key, lc); !errors.Is(err, ErrLocked) && !l.rideOut(ctx, key, err, &lastErr) {
 			return lk, err
 		}
 	}
@@ -173,7 +174,7 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...LockOption) (*Loc
 				return lk, nil // handed over by a release of ours
 			}
 		case <-ctx.Done():
-			return nil, fmt.Errorf("dblock: waiting for %q: %w", key, ctxErr(ctx))
+			return nil, waitEnded(ctx, key, lastErr)
 		case <-l.closing:
 			return nil, ErrClosed
 		}
@@ -191,9 +192,16 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...LockOption) (*Loc
 			if !polled || !l.heldElsewhere(ctx, key, w.lc.owner) {
 				lk, err = l.try(ctx, key, w.lc)
 			}
+			if err != nil && l.uncertain(err) {
+				l.waits.freshOwner(w) // while trying: no handover reads it
+			}
 			l.waits.endTry(w)
 			if !errors.Is(err, ErrLocked) {
-				return lk, err
+				if !l.rideOut(ctx, key, err, &lastErr) {
+					return lk, err
+				}
+				poll.Reset(b.next())
+				continue
 			}
 			if time.Now().After(wantAgain) {
 				l.announceWant(ctx, key)

@@ -3,14 +3,12 @@ package dblock
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/dblockhq/dblock/internal/dberr"
 )
 
 // querier is what *sql.DB, *sql.Conn and *sql.Tx have in common.
@@ -137,23 +135,9 @@ type releaseDurability interface {
 
 // transientNetErr reports errors that mean the connection, not the
 // statement, failed; they are classified the same on every dialect.
-func transientNetErr(err error) bool {
-	var ne net.Error
-	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
-		errors.As(err, &ne) || errors.Is(err, sql.ErrConnDone)
-}
+func transientNetErr(err error) bool { return dberr.Conn(err) }
 
-// sqlStater is implemented by pgconn.PgError and lib/pq's Error.
-type sqlStater interface{ SQLState() string }
-
-func sqlState(err error) string {
-	var s sqlStater
-	if errors.As(err, &s) {
-		return s.SQLState()
-	}
-	return ""
-}
+func sqlState(err error) string { return dberr.SQLState(err) }
 
 // splitStatements splits a migration file at semicolons that end a line.
 func splitStatements(sqlText string) []string {

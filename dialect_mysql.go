@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dblockhq/dblock/internal/dberr"
 	"github.com/go-sql-driver/mysql"
 )
 
@@ -542,6 +543,9 @@ func (m *mysqlDialect) classify(err error) errClass {
 			return errNoTable
 		case erLockDeadlock, erLockWaitTimeout:
 			return errRolledBack
+		}
+		if dberr.Conn(err) { // the server is shutting down, or killed the session
+			return errConn
 		}
 		return errOther
 	}

@@ -107,7 +107,13 @@ func (l *Locker) tryTurn(ctx context.Context, key string, lc lockConfig, take ta
 // takes a ticket and waits for its turn.
 func (l *Locker) lockFIFO(ctx context.Context, key string, lc lockConfig) (*Lock, error) {
 	if lk, wait, err := l.tryFIFO(ctx, key, lc); !wait {
-		return lk, err
+		var last error
+		if err == nil || !l.rideOut(ctx, key, err, &last) {
+			return lk, err
+		}
+		if l.uncertain(err) && !lc.explicitOwner {
+			lc.owner = newOwner()
+		}
 	}
 	var lk *Lock
 	t, err := l.queueFor(ctx, key, lc, l.takeLease(key, lc, &lk))
@@ -126,10 +132,18 @@ func (l *Locker) lockFIFO(ctx context.Context, key string, lc lockConfig) (*Lock
 // with take. It returns the ticket, which the caller deletes; a ticket that
 // ran out meanwhile is replaced by a new one, at the end of the queue.
 func (l *Locker) queueFor(ctx context.Context, key string, lc lockConfig, take take) (int64, error) {
+	var lastErr error
+	b := l.waitBackoff(lc.ttl)
 	for {
 		t, err := l.enqueue(ctx, key)
 		if err != nil {
-			return 0, err
+			if !l.rideOut(ctx, key, err, &lastErr) {
+				return 0, err
+			}
+			if err := l.pause(ctx, key, b); err != nil {
+				return 0, fmt.Errorf("%w (last database error: %w)", err, lastErr)
+			}
+			continue
 		}
 		err = l.waitTurn(ctx, key, lc, t, take)
 		if err == nil {
@@ -159,12 +173,13 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 	defer poll.Stop()
 	var wantAgain time.Time
 	near := false // at most one live ticket ahead, at the last look
+	var lastErr error // the last transient error ridden out
 	for {
 		select {
 		case <-w.wake:
 		case <-poll.C:
 		case <-ctx.Done():
-			return fmt.Errorf("dblock: waiting for %q: %w", key, ctxErr(ctx))
+			return waitEnded(ctx, key, lastErr)
 		case <-l.closing:
 			return ErrClosed
 		}
@@ -173,9 +188,16 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 		}
 		if !l.holds(key) && l.waits.beginTry(key, w) {
 			ahead, wait, err := l.takeTurn(ctx, key, w.lc, t, take)
+			if err != nil && !wait && l.uncertain(err) {
+				l.waits.freshOwner(w) // while trying: no handover reads it
+			}
 			l.waits.endTry(w)
 			if !wait {
-				return err
+				if err == nil || !l.rideOut(ctx, key, err, &lastErr) {
+					return err
+				}
+				poll.Reset(b.next())
+				continue
 			}
 			if ahead <= 1 && !near {
 				b = l.waitBackoff(lc.ttl)

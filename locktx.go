@@ -44,7 +44,9 @@ func (t *TxLock) Token() int64 { return t.token }
 //
 // Errors: when ctx ends the error wraps ctx.Err(); a deadlock or
 // serialization failure wraps ErrDeadlock, a database lock-wait limit wraps
-// ErrLockTimeout. After any error other than ErrLocked, roll tx back. On
+// ErrLockTimeout. Unlike Lock, LockTx does not wait through connection
+// errors or deadlocks: they end the caller's transaction, so retry the whole
+// transaction. After any error other than ErrLocked, roll tx back. On
 // MySQL, LockTx can report ErrLocked when a lease holder took the key between
 // its check and its row lock; tx may then hold that row's lock, so roll tx
 // back before trying again. On MySQL, a LockTx whose ctx ends while it waits

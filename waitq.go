@@ -163,6 +163,16 @@ func (w *waitQueues) finish(wt *waiter, lk *Lock, freshOwner string) {
 	wt.grant <- lk
 }
 
+// freshOwner gives wt, unless it waits under an explicit Owner, a new owner
+// memo (see Locker.uncertain).
+func (w *waitQueues) freshOwner(wt *waiter) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !wt.lc.explicitOwner {
+		wt.lc.owner = newOwner()
+	}
+}
+
 // wakeHead tells key's head waiter, if any, to try now.
 func (w *waitQueues) wakeHead(key string) {
 	w.mu.Lock()

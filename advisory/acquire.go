@@ -3,8 +3,11 @@ package advisory
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"time"
 
 	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dberr"
 )
 
 // acquire takes key in mode m on a pinned session: one try, then, with
@@ -22,24 +25,30 @@ func (l *Locker) acquire(ctx context.Context, key string, m mode, block bool) (*
 	}
 	defer l.ops.Done()
 	arg := l.d.arg(key)
-	s, got, err := l.try(ctx, m, arg)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%w: %w", waitErr(ctx, key), err)
+	var s *session
+	var got bool
+	var lastErr error // the last transient error a blocking call rode out
+	for b := newBackoff(); ; {
+		var err error
+		s, got, err = l.attempt(ctx, key, m, arg, block)
+		if err == nil {
+			break
 		}
-		return nil, fmt.Errorf("advisory: lock %q: %w", key, err)
-	}
-	if !got && block {
-		wctx, stop := l.closable(ctx)
-		got, err = l.waitOn(wctx, s, m, arg)
-		if !got && err == nil {
-			err = waitErr(wctx, key)
-		} else if err != nil {
-			err = fmt.Errorf("advisory: lock %q: %w", key, err)
+		if !block || ctx.Err() != nil || !dberr.Transient(err) {
+			if lastErr != nil && ctx.Err() != nil {
+				err = fmt.Errorf("%w (last database error: %w)", err, lastErr)
+			}
+			return nil, err
 		}
+		if lastErr == nil {
+			l.log.Warn("advisory: database error while waiting; retrying until the context ends", "key", key, "err", err)
+		}
+		lastErr = err
+		pctx, stop := l.closable(ctx) // Close ends the pause too
+		err = b.pause(pctx)
 		stop()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w (last database error: %w)", waitErr(pctx, key), lastErr)
 		}
 	}
 	if !got {
@@ -53,6 +62,48 @@ func (l *Locker) acquire(ctx context.Context, key string, m mode, block bool) (*
 	}
 	l.log.Debug("advisory: acquired", "key", key, "mode", m, "session", s.id)
 	return lk, nil
+}
+
+// attempt is one try and, with block, one wait in the database.
+func (l *Locker) attempt(ctx context.Context, key string, m mode, arg any, block bool) (*session, bool, error) {
+	s, got, err := l.try(ctx, m, arg)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, false, fmt.Errorf("%w: %w", waitErr(ctx, key), err)
+		}
+		return nil, false, fmt.Errorf("advisory: lock %q: %w", key, err)
+	}
+	if !got && block {
+		wctx, stop := l.closable(ctx)
+		defer stop()
+		got, err = l.waitOn(wctx, s, m, arg)
+		if !got && err == nil {
+			return nil, false, waitErr(wctx, key)
+		} else if err != nil {
+			return nil, false, fmt.Errorf("advisory: lock %q: %w", key, err)
+		}
+	}
+	return s, got, nil
+}
+
+// backoff spaces a blocking call's attempts after transient errors:
+// jittered, doubling from 10 ms to 1 s.
+type backoff struct{ cur time.Duration }
+
+func newBackoff() *backoff { return &backoff{cur: 10 * time.Millisecond} }
+
+// pause waits for the next delay, or until ctx ends.
+func (b *backoff) pause(ctx context.Context) error {
+	d := b.cur/2 + rand.N(b.cur/2+1)
+	b.cur = min(2*b.cur, time.Second)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // try runs the non-blocking lock statement and returns the session it ran

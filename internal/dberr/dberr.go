@@ -1,0 +1,77 @@
+// Package dberr classifies database errors the same way for every package
+// of dblock: which ones mean the connection failed, which ones mean the
+// database rolled the statement back, and so which may heal on their own.
+package dberr
+
+import (
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"io"
+	"net"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// MySQL server error numbers that mean the statement was rolled back, or
+// the session is going away.
+const (
+	myServerShutdown  = 1053
+	myLockWaitTimeout = 1205
+	myLockDeadlock    = 1213
+	myConnKilled      = 1927 // MariaDB: connection was killed
+	myServerGone      = 2006 // client errors, when a driver reports them
+	myServerLost      = 2013
+)
+
+// Conn reports errors that mean the connection, not the statement, failed:
+// refused, reset or closed connections, a server shutting down or starting
+// up. The statement may or may not have run.
+func Conn(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ne net.Error
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.As(err, &ne) || errors.Is(err, sql.ErrConnDone) || errors.Is(err, mysql.ErrInvalidConn) {
+		return true
+	}
+	if s := SQLState(err); strings.HasPrefix(s, "08") || s == "57P01" || s == "57P02" || s == "57P03" {
+		return true
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case myServerShutdown, myConnKilled, myServerGone, myServerLost:
+			return true
+		}
+	}
+	return false
+}
+
+// RolledBack reports errors that mean the database undid the statement (a
+// deadlock, a serialization failure, a lock wait timeout): nothing was done,
+// and the same statement may succeed if sent again.
+func RolledBack(err error) bool {
+	if s := SQLState(err); s == "40001" || s == "40P01" {
+		return true
+	}
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == myLockDeadlock || me.Number == myLockWaitTimeout)
+}
+
+// Transient reports errors that may heal by themselves (Conn or RolledBack).
+// Authentication failures, unknown databases, missing tables and missing
+// privileges are not transient.
+func Transient(err error) bool { return Conn(err) || RolledBack(err) }
+
+// SQLState returns err's SQLSTATE (pgx, lib/pq), or "".
+func SQLState(err error) string {
+	var s interface{ SQLState() string }
+	if errors.As(err, &s) {
+		return s.SQLState()
+	}
+	return ""
+}

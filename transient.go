@@ -1,0 +1,45 @@
+package dblock
+
+import (
+	"context"
+	"fmt"
+)
+
+// transient reports whether err may heal by itself: a refused, reset or
+// dropped connection, a server shutting down or starting up, a statement
+// the database rolled back (deadlock, serialization failure, lock wait
+// timeout). Authentication, an unknown database, a missing table or a
+// missing privilege do not heal, and are not transient.
+func (l *Locker) transient(err error) bool {
+	c := l.d.classify(err)
+	return c == errConn || c == errRolledBack
+}
+
+// waitEnded is the error of a wait for key that ctx ended; last is the
+// transient database error the wait last rode out, if any.
+func waitEnded(ctx context.Context, key string, last error) error {
+	if last != nil {
+		return fmt.Errorf("dblock: waiting for %q: %w (last database error: %w)", key, ctxErr(ctx), last)
+	}
+	return fmt.Errorf("dblock: waiting for %q: %w", key, ctxErr(ctx))
+}
+
+// rideOut decides what a wait for key does with err from an attempt: it
+// returns true to wait and try again (err is transient and ctx lives on),
+// after noting err in *last and logging it.
+func (l *Locker) rideOut(ctx context.Context, key string, err error, last *error) bool {
+	if ctx.Err() != nil || !l.transient(err) {
+		return false
+	}
+	if *last == nil {
+		l.log.Warn("dblock: database error while waiting; retrying until the context ends", "key", key, "err", err)
+	}
+	*last = err
+	return true
+}
+
+// uncertain reports whether the statement that failed with err may have
+// run: then a waiter without Owner tries again under a new owner memo, so
+// a row that attempt may have taken runs out at the end of its lease
+// rather than being entered twice.
+func (l *Locker) uncertain(err error) bool { return l.d.classify(err) == errConn }
