@@ -172,7 +172,7 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 	poll := stoppedTimer()
 	defer poll.Stop()
 	var wantAgain time.Time
-	near := false // at most one live ticket ahead, at the last look
+	near := false     // at most one live ticket ahead, at the last look
 	var lastErr error // the last transient error ridden out
 	for {
 		select {
