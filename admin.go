@@ -46,6 +46,9 @@ func (l *Locker) admin() (adminDialect, error) {
 
 // List returns the locks held in the table, by any process, sorted by key.
 func (l *Locker) List(ctx context.Context) ([]LockInfo, error) {
+	if err := l.usable(); err != nil {
+		return nil, err
+	}
 	a, err := l.admin()
 	if err != nil {
 		return nil, err
@@ -65,6 +68,9 @@ func (l *Locker) List(ctx context.Context) ([]LockInfo, error) {
 // holder's writes. Use it to break a lock by hand; it is logged at Warn level
 // with the operating-system user, host and process that broke it.
 func (l *Locker) ForceUnlock(ctx context.Context, key string) (LockInfo, error) {
+	if err := l.usable(); err != nil {
+		return LockInfo{}, err
+	}
 	if err := ValidateKey(key); err != nil {
 		return LockInfo{}, err
 	}

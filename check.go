@@ -26,6 +26,9 @@ import (
 // ErrLeaseExpired although tx's writes still commit safely. Unlock of k waits
 // for tx to end: commit or roll back tx before calling Unlock.
 func (k *Lock) Check(ctx context.Context, tx *sql.Tx) error {
+	if k == nil || k.l == nil {
+		return errNoLock
+	}
 	if tx == nil {
 		return fmt.Errorf("%w: nil *sql.Tx", ErrInvalidOption)
 	}

@@ -99,13 +99,40 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 }
 
 // Dialect reports the dialect in use.
-func (l *Locker) Dialect() Dialect { return l.dialect }
+func (l *Locker) Dialect() Dialect {
+	if l == nil {
+		return ""
+	}
+	return l.dialect
+}
 
 // Table reports the lock table's name.
-func (l *Locker) Table() string { return l.cfg.table }
+func (l *Locker) Table() string {
+	if l == nil {
+		return ""
+	}
+	return l.cfg.table
+}
 
 // TTL reports the Locker's default lease.
-func (l *Locker) TTL() time.Duration { return l.cfg.ttl }
+func (l *Locker) TTL() time.Duration {
+	if l == nil {
+		return 0
+	}
+	return l.cfg.ttl
+}
+
+// errNoLocker is returned by the methods of a nil Locker, or of one not
+// made by New.
+var errNoLocker = fmt.Errorf("%w: nil or zero Locker (make one with New)", ErrInvalidOption)
+
+// usable returns errNoLocker for a nil or zero Locker.
+func (l *Locker) usable() error {
+	if l == nil || l.d == nil {
+		return errNoLocker
+	}
+	return nil
+}
 
 // TryLock takes key if it is free (or expired, or already held under the same
 // Owner memo), or returns an error wrapping ErrLocked at once.
@@ -114,6 +141,9 @@ func (l *Locker) TTL() time.Duration { return l.cfg.ttl }
 // error; if the statement takes the key after all, the Locker releases it
 // again (this holds for Lock too).
 func (l *Locker) TryLock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
+	if err := l.usable(); err != nil {
+		return nil, err
+	}
 	lc, err := l.lockConfig(key, opts)
 	if err != nil {
 		return nil, err
@@ -143,6 +173,9 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...LockOption) (*
 // held lock never waits behind the holder's own waiters. WithFIFO orders
 // waiters across processes instead, and turns local handovers off.
 func (l *Locker) Lock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
+	if err := l.usable(); err != nil {
+		return nil, err
+	}
 	lc, err := l.lockConfig(key, opts)
 	if err != nil {
 		return nil, err
@@ -268,6 +301,9 @@ func (l *Locker) announceWant(ctx context.Context, key string) {
 // error from releasing the lock (ErrNotHeld wrapping ErrLockLost when it was
 // lost), so a lost lock is never silent.
 func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...LockOption) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
 	if fn == nil {
 		return fmt.Errorf("%w: nil function", ErrInvalidOption)
 	}
@@ -282,6 +318,9 @@ func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context
 // wraps ErrReleased and ErrClosed) and waits for the Locker's goroutine. It
 // is idempotent and never closes the *sql.DB.
 func (l *Locker) Close() error {
+	if err := l.usable(); err != nil {
+		return err
+	}
 	l.closeOnce.Do(func() {
 		l.mu.Lock()
 		l.closed = true

@@ -103,6 +103,9 @@ func (l *Locker) unpin(key string, wake bool) {
 
 // Held reports how many Locks this Locker holds (re-entries count apart).
 func (l *Locker) Held() int {
+	if l == nil {
+		return 0
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.held)

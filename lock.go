@@ -49,25 +49,60 @@ func (l *Locker) newLock(key string, lc lockConfig, token int64, start time.Time
 }
 
 // Key returns the locked key.
-func (k *Lock) Key() string { return k.key }
+func (k *Lock) Key() string {
+	if k == nil {
+		return ""
+	}
+	return k.key
+}
 
 // Token returns the fencing token of this acquisition: larger than the token
 // of every earlier acquisition of the key, so a store that remembers the
 // largest token it has seen can refuse writes from a holder that lost the
 // lock. Re-entries under the same Owner share their token.
-func (k *Lock) Token() int64 { return k.token }
+func (k *Lock) Token() int64 {
+	if k == nil {
+		return 0
+	}
+	return k.token
+}
 
 // Owner returns the owner memo the lock is held under.
-func (k *Lock) Owner() string { return k.owner }
+func (k *Lock) Owner() string {
+	if k == nil {
+		return ""
+	}
+	return k.owner
+}
 
 // TTL returns the lease the lock was taken with.
-func (k *Lock) TTL() time.Duration { return k.ttl }
+func (k *Lock) TTL() time.Duration {
+	if k == nil {
+		return 0
+	}
+	return k.ttl
+}
 
 // Done returns a channel closed when the lock ends for any reason: Unlock,
 // Locker.Close, or loss. Err then says why. A lease that runs out closes Done
 // when the Locker's heartbeat goroutine notices, which a loaded machine may
 // delay; Err does not wait for it.
-func (k *Lock) Done() <-chan struct{} { return k.ctx.Done() }
+func (k *Lock) Done() <-chan struct{} {
+	if k == nil || k.ctx == nil {
+		return closedChan // not a Lock from a Locker: never held
+	}
+	return k.ctx.Done()
+}
+
+// errNoLock is the error of a nil Lock, or of one not from a Locker.
+var errNoLock = fmt.Errorf("%w: not a Lock from a Locker", ErrNotHeld)
+
+// closedChan is the Done of a nil or zero Lock.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // Err returns nil while the lock is held. Otherwise it returns an error
 // wrapping ErrReleased after Unlock, or ErrLockLost wrapping the cause
@@ -77,7 +112,10 @@ func (k *Lock) Done() <-chan struct{} { return k.ctx.Done() }
 // even if the heartbeat goroutine has not woken yet. Check Err before each
 // write to what the lock guards.
 func (k *Lock) Err() error {
-	if err := context.Cause(k.ctx); err != nil || k.l == nil {
+	if k == nil || k.l == nil || k.ctx == nil {
+		return errNoLock
+	}
+	if err := context.Cause(k.ctx); err != nil {
 		return err
 	}
 	if k.l.overdue(k) {
@@ -104,7 +142,7 @@ func (l *Locker) overdue(lk *Lock) bool {
 // not wait for the disk unless the Locker has WithDurableRelease.
 func (k *Lock) Unlock(ctx context.Context) error {
 	if k == nil || k.l == nil {
-		return fmt.Errorf("%w: not a Lock from a Locker", ErrNotHeld)
+		return errNoLock
 	}
 	return k.release(ctx, ErrReleased)
 }

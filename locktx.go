@@ -17,7 +17,12 @@ type TxLock struct {
 }
 
 // Key returns the locked key.
-func (t *TxLock) Key() string { return t.key }
+func (t *TxLock) Key() string {
+	if t == nil {
+		return ""
+	}
+	return t.key
+}
 
 // Token returns the fencing token the transaction took the key with: larger
 // than the token of every earlier holder of the key, and smaller than that of
@@ -25,7 +30,12 @@ func (t *TxLock) Key() string { return t.key }
 // a sequence and are never given twice. On MySQL the new token is part of the
 // transaction: if it rolls back, the next holder may be given the same token,
 // so a rolled-back transaction must not have used its token outside itself.
-func (t *TxLock) Token() int64 { return t.token }
+func (t *TxLock) Token() int64 {
+	if t == nil {
+		return 0
+	}
+	return t.token
+}
 
 // LockTx takes key inside tx and holds it until tx commits or rolls back.
 // tx must be a transaction on the Locker's database; pass tx.Tx for an
@@ -63,6 +73,9 @@ func (t *TxLock) Token() int64 { return t.token }
 // among its other waiters, by ticket, and TryLockTx fails with ErrLocked
 // while a ticket waits; see WithFIFO.
 func (l *Locker) LockTx(ctx context.Context, tx *sql.Tx, key string, opts ...LockOption) (*TxLock, error) {
+	if err := l.usable(); err != nil {
+		return nil, err
+	}
 	return l.lockTx(ctx, tx, key, opts, true)
 }
 
@@ -72,6 +85,9 @@ func (l *Locker) LockTx(ctx context.Context, tx *sql.Tx, key string, opts ...Loc
 // wait remains: if another transaction is creating key's row at that moment
 // (the key had no row yet), TryLockTx waits for that transaction.
 func (l *Locker) TryLockTx(ctx context.Context, tx *sql.Tx, key string, opts ...LockOption) (*TxLock, error) {
+	if err := l.usable(); err != nil {
+		return nil, err
+	}
 	return l.lockTx(ctx, tx, key, opts, false)
 }
 

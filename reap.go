@@ -36,6 +36,9 @@ const (
 // are not counted, and a failure there is logged, not returned: an expired
 // ticket is passed over by every waiter whether or not it is deleted.
 func (l *Locker) Reap(ctx context.Context) (int, error) {
+	if err := l.usable(); err != nil {
+		return 0, err
+	}
 	total, retries, fenceTries := 0, 0, 0
 	fence := newBackoff(reapFencePause/2, 5*reapFencePause)
 	for {

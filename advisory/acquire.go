@@ -14,6 +14,9 @@ import (
 // block, a wait in the database. On every failure path the session is either
 // proven to hold nothing and kept, or ended on the server.
 func (l *Locker) acquire(ctx context.Context, key string, m mode, block bool) (*Lock, error) {
+	if err := l.usable(); err != nil {
+		return nil, err
+	}
 	if err := dblock.ValidateKey(key); err != nil {
 		return nil, err
 	}

@@ -65,7 +65,24 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 }
 
 // Dialect reports the dialect in use.
-func (l *Locker) Dialect() dblock.Dialect { return l.dialect }
+func (l *Locker) Dialect() dblock.Dialect {
+	if l == nil {
+		return ""
+	}
+	return l.dialect
+}
+
+// errNoLocker is returned by the methods of a nil Locker, or of one not
+// made by New.
+var errNoLocker = fmt.Errorf("%w: nil or zero advisory Locker (make one with New)", dblock.ErrInvalidOption)
+
+// usable returns errNoLocker for a nil or zero Locker.
+func (l *Locker) usable() error {
+	if l == nil || l.d == nil {
+		return errNoLocker
+	}
+	return nil
+}
 
 // TryLock takes key's exclusive session lock if it is free, or returns an
 // error wrapping dblock.ErrLocked at once.
@@ -101,6 +118,9 @@ func (l *Locker) RLock(ctx context.Context, key string) (*Lock, error) {
 // joined with any error from releasing the lock, so a lost lock is never
 // silent.
 func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context) error) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
 	if fn == nil {
 		return fmt.Errorf("%w: nil function", dblock.ErrInvalidOption)
 	}
@@ -113,6 +133,9 @@ func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context
 
 // Held reports how many locks the Locker holds.
 func (l *Locker) Held() int {
+	if l == nil {
+		return 0
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.held)
@@ -123,6 +146,9 @@ func (l *Locker) Held() int {
 // gives every connection back to the pool and waits for the Locker's
 // goroutines. It is idempotent and never closes the *sql.DB.
 func (l *Locker) Close() error {
+	if err := l.usable(); err != nil {
+		return err
+	}
 	l.closeOnce.Do(func() {
 		l.mu.Lock()
 		l.closed = true

@@ -29,21 +29,46 @@ func (l *Locker) newLock(key string, m mode, arg any, s *session) *Lock {
 }
 
 // Key returns the locked key.
-func (k *Lock) Key() string { return k.key }
+func (k *Lock) Key() string {
+	if k == nil {
+		return ""
+	}
+	return k.key
+}
 
 // Shared reports whether this is a shared (read) lock.
-func (k *Lock) Shared() bool { return k.m == shared }
+func (k *Lock) Shared() bool { return k != nil && k.m == shared }
 
 // Done returns a channel closed when the lock ends for any reason: Unlock,
 // Locker.Close, or loss of its connection. Err then says why.
-func (k *Lock) Done() <-chan struct{} { return k.ctx.Done() }
+func (k *Lock) Done() <-chan struct{} {
+	if k == nil || k.ctx == nil {
+		return closedChan // not a Lock from a Locker: never held
+	}
+	return k.ctx.Done()
+}
+
+// closedChan is the Done of a nil or zero Lock.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// errNoLock is the error of a nil Lock, or of one not from a Locker.
+var errNoLock = fmt.Errorf("%w: not a Lock from an advisory Locker", dblock.ErrNotHeld)
 
 // Err returns nil while the lock is held. After Done is closed it returns an
 // error wrapping dblock.ErrReleased after Unlock or Close, or
 // dblock.ErrLockLost wrapping the connection's error when the probe found
 // the connection dead (killed, dropped by wait_timeout, unreachable). The
 // server releases a session lock when its session ends.
-func (k *Lock) Err() error { return context.Cause(k.ctx) }
+func (k *Lock) Err() error {
+	if k == nil || k.l == nil || k.ctx == nil {
+		return errNoLock
+	}
+	return context.Cause(k.ctx)
+}
 
 // Unlock releases the lock and gives its connection back. It returns an
 // error wrapping dblock.ErrNotHeld when the lock had already ended (the
@@ -51,6 +76,9 @@ func (k *Lock) Err() error { return context.Cause(k.ctx) }
 // cancelled, bounded by its own timeout. If the release statement fails, the
 // session is ended, which releases the lock on the server.
 func (k *Lock) Unlock(ctx context.Context) error {
+	if k == nil || k.l == nil {
+		return errNoLock
+	}
 	return k.release(ctx, dblock.ErrReleased)
 }
 

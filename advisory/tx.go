@@ -28,6 +28,9 @@ func (l *Locker) LockTx(ctx context.Context, tx *sql.Tx, key string) error {
 }
 
 func (l *Locker) lockTx(ctx context.Context, tx *sql.Tx, key string, block bool) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
 	if tx == nil {
 		return fmt.Errorf("%w: nil *sql.Tx", dblock.ErrInvalidOption)
 	}
