@@ -92,6 +92,9 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 		fifo:        newFIFOQueue(d.queue()),
 	}
 	l.q = l.stmts
+	if n, ok := d.(notifier); ok {
+		l.waits.tagOf = n.tag
+	}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.wg.Add(1)
 	go l.heartbeatLoop()

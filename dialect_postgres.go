@@ -129,7 +129,7 @@ RETURNING l.key_id`), 1, "text", "text", "bigint")
   update_time = statement_timestamp(), acquired_time = statement_timestamp()
 WHERE l.key_id = $1 AND l.memo = $2 AND l.token = $3 AND l.depth = 1 AND NOT ({expired})
 RETURNING l.token`)
-	// The same, notifying dblock_<table> with "F:<locker>:<key>" when the last
+	// The same, notifying dblock_<table> with "F:<locker>:<tag>" when the last
 	// level goes, in the same transaction, so waiters wake at commit. Used
 	// only when someone waits: PostgreSQL serialises the commits of all
 	// notifying transactions, which would otherwise cost every release.
@@ -142,7 +142,7 @@ RETURNING l.token`)
   {async}
   WHERE l.key_id = $1 AND l.memo = $2 AND l.token = $3 AND l.depth > 0 AND NOT ({expired})
   RETURNING l.depth),
-n AS (SELECT pg_notify($4, 'F:' || $5 || ':' || $1) FROM r WHERE r.depth = 0)
+n AS (SELECT pg_notify($4, 'F:' || $5 || ':' || $6) FROM r WHERE r.depth = 0)
 SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM n)`)
 	// renewSQL skips rows another transaction has locked (a Lock.Check share
 	// lock, a takeover in flight) instead of waiting for them. It returns

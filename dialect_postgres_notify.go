@@ -2,8 +2,11 @@ package dblock
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/hex"
 	"errors"
 	"strings"
 
@@ -17,8 +20,10 @@ type notifier interface {
 	// listen holds one connection of db for itself, calls ready once it
 	// receives events, and then onEvent with each one, until ctx ends or the
 	// connection fails. It returns errNoNotify when the driver cannot deliver
-	// notifications.
-	listen(ctx context.Context, db *sql.DB, ready func(), onEvent func(released bool, from, key string)) error
+	// notifications. Events name keys by their tag, never in clear.
+	listen(ctx context.Context, db *sql.DB, ready func(), onEvent func(released bool, from, tag string)) error
+	// tag names key in events.
+	tag(key string) string
 	// releaseNotify is release that also announces that Locker from
 	// released the key.
 	releaseNotify(ctx context.Context, q querier, from, key, owner string, token int64) (bool, error)
@@ -39,10 +44,10 @@ func (p *postgres) channel() string { return "dblock_" + p.table }
 // listen uses pgx's WaitForNotification on a connection taken out of the
 // pool for good: it is discarded afterwards, never returned LISTENing.
 // Other PostgreSQL drivers (lib/pq) fall back to polling.
-// Payloads: "F:<locker>:<key>" when a Locker frees key, "W:<locker>:<key>"
-// when a Locker's goroutine waits for it, and "R:<key>" when a key is freed
-// by no Locker in particular (a reap, ForceUnlock; the first versions also
-// sent it for releases).
+// Payloads: "F:<locker>:<tag>" when a Locker frees a key, "W:<locker>:<tag>"
+// when a Locker's goroutine waits for it, and "R:<tag>" when a key is freed
+// by no Locker in particular (a reap, ForceUnlock). A tag names a key
+// without showing it (see tag); a forged event costs a waiter one re-check.
 func (p *postgres) listen(ctx context.Context, db *sql.DB, ready func(), onEvent func(bool, string, string)) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -79,22 +84,35 @@ func (p *postgres) listen(ctx context.Context, db *sql.DB, ready func(), onEvent
 	})
 }
 
+// tag names key in notifications: the first 128 bits of an HMAC-SHA256 of
+// the key, keyed by the table's name. Any role may LISTEN on the channel;
+// it sees tags, not key names (it can still test a guessed key name).
+func (p *postgres) tag(key string) string {
+	m := hmac.New(sha256.New, []byte("dblock-notify/"+p.table))
+	m.Write([]byte(key))
+	return hex.EncodeToString(m.Sum(nil)[:16])
+}
+
 func (p *postgres) releaseNotify(ctx context.Context, q querier, from, key, owner string, token int64) (bool, error) {
 	var n, notified int
-	err := q.QueryRowContext(ctx, p.releaseNotifySQL, key, owner, token, p.channel(), from).Scan(&n, &notified)
+	err := q.QueryRowContext(ctx, p.releaseNotifySQL, key, owner, token, p.channel(), from, p.tag(key)).Scan(&n, &notified)
 	return n == 1, err
 }
 
 func (p *postgres) want(ctx context.Context, q querier, from, key string) error {
-	_, err := q.ExecContext(ctx, `SELECT pg_notify($1, 'W:' || $2 || ':' || $3)`, p.channel(), from, key)
+	_, err := q.ExecContext(ctx, `SELECT pg_notify($1, 'W:' || $2 || ':' || $3)`, p.channel(), from, p.tag(key))
 	return err
 }
 
-// freed sends "R:<key>", a release by no Locker in particular, for each key.
+// freed sends "R:<tag>", a release by no Locker in particular, for each key.
 func (p *postgres) freed(ctx context.Context, q querier, keys []string) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	_, err := q.ExecContext(ctx, `SELECT pg_notify($1, 'R:' || k) FROM unnest($2::text[]) AS k`, p.channel(), keys)
+	tags := make([]string, len(keys))
+	for i, k := range keys {
+		tags[i] = p.tag(k)
+	}
+	_, err := q.ExecContext(ctx, `SELECT pg_notify($1, 'R:' || t) FROM unnest($2::text[]) AS t`, p.channel(), tags)
 	return err
 }

@@ -107,8 +107,14 @@ const wantWindow = 2 * time.Second
 // onEvent handles a notification: a released key wakes our first waiter for
 // it (and, released by another Locker, ends our standing back from it); a key
 // another Locker wants makes our releases of it notify for a while.
-func (l *Locker) onEvent(released bool, from, key string) {
+// Events name keys by tag: a released key matters only if we wait for it,
+// and our queues know their tags; wanted marks are kept by tag.
+func (l *Locker) onEvent(released bool, from, tag string) {
 	if released {
+		key, ok := l.waits.keyOf(tag)
+		if !ok {
+			return // nobody here waits for it
+		}
 		if from != l.id {
 			l.endYield(key)
 		}
@@ -120,7 +126,7 @@ func (l *Locker) onEvent(released bool, from, key string) {
 	}
 	l.wantMu.Lock()
 	defer l.wantMu.Unlock()
-	markUntil(&l.wanted, key, time.Now().Add(wantWindow))
+	markUntil(&l.wanted, tag, time.Now().Add(wantWindow))
 }
 
 // markUntil records key in *m until t. A map grown past 4096 keys is
@@ -135,11 +141,19 @@ func markUntil(m *map[string]time.Time, key string, t time.Time) {
 // wantedElsewhere reports whether another Locker said lately that it waits
 // for key.
 func (l *Locker) wantedElsewhere(key string) bool {
+	n, ok := l.d.(notifier)
+	if !ok {
+		return false
+	}
 	l.wantMu.Lock()
 	defer l.wantMu.Unlock()
-	until, ok := l.wanted[key]
+	if len(l.wanted) == 0 {
+		return false
+	}
+	tag := n.tag(key)
+	until, ok := l.wanted[tag]
 	if ok && time.Now().After(until) {
-		delete(l.wanted, key)
+		delete(l.wanted, tag)
 		return false
 	}
 	return ok

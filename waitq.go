@@ -12,8 +12,40 @@ import (
 // the head (see handOff): the head is then reserved, and does not try on its
 // own until the handover has succeeded or failed.
 type waitQueues struct {
-	mu sync.Mutex
-	q  map[string][]*waiter
+	mu   sync.Mutex
+	q    map[string][]*waiter
+	tags map[string]string // tag → key of every queue, when tagOf is set
+	// tagOf names keys in notifications (notifier.tag); nil without them.
+	tagOf func(key string) string
+}
+
+// keyOf returns the key whose tag is tag, if a waiter queues for it.
+func (w *waitQueues) keyOf(tag string) (string, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	key, ok := w.tags[tag]
+	return key, ok
+}
+
+// newQueue notes key's tag as its first waiter joins. Under w.mu.
+func (w *waitQueues) newQueue(key string) {
+	if w.q == nil {
+		w.q = make(map[string][]*waiter)
+	}
+	if w.tagOf != nil && len(w.q[key]) == 0 {
+		if w.tags == nil {
+			w.tags = make(map[string]string)
+		}
+		w.tags[w.tagOf(key)] = key
+	}
+}
+
+// dropQueue forgets key's empty queue. Under w.mu.
+func (w *waitQueues) dropQueue(key string) {
+	delete(w.q, key)
+	if w.tagOf != nil {
+		delete(w.tags, w.tagOf(key))
+	}
 }
 
 // waiterState is where a waiter stands; it changes under waitQueues.mu.
@@ -38,9 +70,7 @@ func (w *waitQueues) join(key string, lc lockConfig) *waiter {
 	wt := &waiter{wake: make(chan struct{}, 1), grant: make(chan *Lock, 1), lc: lc}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.q == nil {
-		w.q = make(map[string][]*waiter)
-	}
+	w.newQueue(key)
 	w.q[key] = append(w.q[key], wt)
 	if len(w.q[key]) == 1 {
 		signal(wt.wake)
@@ -55,9 +85,7 @@ func (w *waitQueues) joinOrdered(key string, lc lockConfig, order int64) *waiter
 	wt := &waiter{wake: make(chan struct{}, 1), grant: make(chan *Lock, 1), lc: lc, order: order}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.q == nil {
-		w.q = make(map[string][]*waiter)
-	}
+	w.newQueue(key)
 	q := w.q[key]
 	i := len(q)
 	for i > 0 && q[i-1].order > order {
@@ -87,7 +115,7 @@ func (w *waitQueues) leave(key string, wt *waiter) bool {
 		}
 		q = append(q[:i], q[i+1:]...)
 		if len(q) == 0 {
-			delete(w.q, key)
+			w.dropQueue(key)
 			return true
 		}
 		w.q[key] = q
