@@ -2,6 +2,7 @@ package advisory
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -27,13 +28,17 @@ func (l *Locker) acquire(ctx context.Context, key string, m mode, block bool) (*
 		return nil, err
 	}
 	defer l.ops.Done()
-	arg := l.d.arg(key)
+	var arg any
 	var s *session
 	var got bool
 	var lastErr error // the last transient error a blocking call rode out
 	for b := newBackoff(); ; {
 		var err error
-		s, got, err = l.attempt(ctx, key, m, arg, block)
+		if arg, err = l.arg(ctx, key); err != nil {
+			err = fmt.Errorf("advisory: lock %q: %w", key, err)
+		} else {
+			s, got, err = l.attempt(ctx, key, m, arg, block)
+		}
 		if err == nil {
 			break
 		}
@@ -65,6 +70,29 @@ func (l *Locker) acquire(ctx context.Context, key string, m mode, block bool) (*
 	}
 	l.log.Debug("advisory: acquired", "key", key, "mode", m, "session", s.id)
 	return lk, nil
+}
+
+// arg returns the lock argument of key: on MySQL/MariaDB the LockName of
+// "<database>/<key>", learned from the first connection (one query), unless
+// WithServerWideNames; a connection with no database uses the bare key.
+func (l *Locker) arg(ctx context.Context, key string) (any, error) {
+	if l.dialect != dblock.MySQL || l.cfg.serverWide {
+		return l.d.arg(key), nil
+	}
+	l.scopeMu.Lock()
+	defer l.scopeMu.Unlock()
+	if l.scope == nil {
+		var db sql.NullString
+		if err := l.db.QueryRowContext(ctx, `SELECT DATABASE()`).Scan(&db); err != nil {
+			return nil, err
+		}
+		prefix := ""
+		if db.Valid && db.String != "" {
+			prefix = db.String + "/"
+		}
+		l.scope = &prefix
+	}
+	return l.d.arg(*l.scope + key), nil
 }
 
 // attempt is one try and, with block, one wait in the database.

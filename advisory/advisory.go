@@ -25,6 +25,9 @@ type Locker struct {
 	ctx    context.Context // ended by Close: interrupts waits, stops the probe
 	cancel context.CancelFunc
 
+	scopeMu sync.Mutex
+	scope   *string // MySQL: "<database>/", once learned (see arg)
+
 	mu     sync.Mutex
 	held   map[*Lock]struct{}
 	idle   []*session

@@ -34,7 +34,12 @@
 // pg_locks they show as locktype 'advisory', objsubid 1, classid the high
 // and objid the low 32 bits of the key.
 //
-// MySQL/MariaDB (LockName): the lock name is the key itself when it is at
+// MySQL/MariaDB: GET_LOCK names are server-wide, so by default the Locker
+// scopes them by the connection's database: the name is LockName of
+// "<database>/<key>" (DATABASE(), learned once per Locker), and two
+// databases on one server never share a lock. WithServerWideNames uses
+// LockName(key) instead, to share locks with other programs or databases.
+// LockName: the lock name is the key itself when it is at
 // most 64 bytes long and does not begin with "sha256:"; otherwise it is
 // "sha256:" followed by the first 57 lowercase hex digits of SHA-256 of the
 // key (64 bytes in all, within the servers' 64-character limit). In SQL:

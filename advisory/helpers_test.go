@@ -85,8 +85,11 @@ WHERE locktype = 'advisory' AND objsubid = 1
 		}
 		return st
 	}
+	// Names are scoped by the database (the default), in SQL as LockName
+	// does it.
 	var h sql.NullInt64
-	if err := db.QueryRowContext(ctx, `SELECT IS_USED_LOCK(?)`, advisory.LockName(key)).Scan(&h); err != nil {
+	if err := db.QueryRowContext(ctx, `SELECT IS_USED_LOCK(IF(LENGTH(k) <= 64 AND LEFT(CAST(k AS BINARY), 7) <> 'sha256:',
+  k, CONCAT('sha256:', LEFT(SHA2(k, 256), 57)))) FROM (SELECT CONCAT(DATABASE(), '/', ?) AS k) AS n`, key).Scan(&h); err != nil {
 		t.Fatalf("inspect: %v", err)
 	}
 	st.holder = h.Int64

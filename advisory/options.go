@@ -25,10 +25,11 @@ const (
 type Option func(*config) error
 
 type config struct {
-	dialect   dblock.Dialect
-	probe     time.Duration
-	idleConns int
-	logger    *slog.Logger
+	serverWide bool // MySQL: GET_LOCK names are not scoped by database
+	dialect    dblock.Dialect
+	probe      time.Duration
+	idleConns  int
+	logger     *slog.Logger
 }
 
 func buildConfig(opts []Option) (config, error) {
@@ -72,6 +73,19 @@ func WithProbeInterval(d time.Duration) Option {
 			return fmt.Errorf("%w: probe interval %v is below %v", dblock.ErrInvalidOption, d, MinProbeInterval)
 		}
 		c.probe = d
+		return nil
+	}
+}
+
+// WithServerWideNames makes MySQL/MariaDB lock names the bare LockName of
+// the key, shared by every database of the server, as in dblock before
+// v0.2: use it to share locks with programs that call GET_LOCK(key)
+// themselves, or across databases on purpose. By default names are scoped
+// by the connection's database (see the package documentation). It has no
+// effect on PostgreSQL, whose advisory locks are per database already.
+func WithServerWideNames() Option {
+	return func(c *config) error {
+		c.serverWide = true
 		return nil
 	}
 }
