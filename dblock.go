@@ -366,7 +366,9 @@ const closeWorkers = 8
 // database costs one timeout, not one per lock.
 func (l *Locker) releaseAll(held []*Lock) error {
 	cause := fmt.Errorf("%w: %w", ErrReleased, ErrClosed)
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	// Past the lease a release is moot (the row has expired): Close
+	// returns within one TTL however slow the database is.
+	ctx, cancel := context.WithTimeout(context.Background(), min(releaseTimeout, l.cfg.ttl))
 	defer cancel()
 	errs := make([]error, len(held))
 	next := make(chan int)
