@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -143,9 +145,9 @@ func signalNumber(s os.Signal) int {
 func supervise(ctx context.Context, a *app, lk *dblock.Lock, r runFlags, sigs <-chan os.Signal) error {
 	cmd := exec.Command(r.argv[0], r.argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), "DBLOCK_KEY="+r.key, "DBLOCK_TOKEN="+strconv.FormatInt(lk.Token(), 10))
-	ownProcessGroup(cmd)
-	if err := cmd.Start(); err != nil {
+	cmd.Env = append(childEnv(os.Environ()), "DBLOCK_KEY="+r.key, "DBLOCK_TOKEN="+strconv.FormatInt(lk.Token(), 10))
+	wait, err := startSupervised(cmd)
+	if err != nil {
 		_ = lk.Unlock(ctx)
 		code := exitCannotExec
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
@@ -154,7 +156,7 @@ func supervise(ctx context.Context, a *app, lk *dblock.Lock, r runFlags, sigs <-
 		return exitf(code, "cannot run %s: %v", r.argv[0], err)
 	}
 	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	go func() { exited <- wait() }()
 
 	var lost error
 	lockDone := lk.Done()
@@ -179,6 +181,24 @@ func supervise(ctx context.Context, a *app, lk *dblock.Lock, r runFlags, sigs <-
 			_ = signalGroup(cmd.Process, syscall.SIGKILL)
 		}
 	}
+}
+
+// secretEnv lists the variables dblock may have read its connection's
+// secrets from: DBLOCK_DSN, and PGPASSWORD, which pgx reads for a
+// postgres:// DSN without a password. CMD never sees them; a command that
+// needs the database is given its own DSN (see docs/cli.md).
+var secretEnv = []string{"DBLOCK_DSN", "PGPASSWORD"}
+
+// childEnv returns env without secretEnv.
+func childEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(secretEnv, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // finish releases the lock after CMD exited and picks the exit status.

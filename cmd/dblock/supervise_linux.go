@@ -1,0 +1,177 @@
+//go:build linux
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"syscall"
+	"strings"
+	"time"
+)
+
+// prSetChildSubreaper is prctl's PR_SET_CHILD_SUBREAPER (linux/prctl.h).
+const prSetChildSubreaper = 36
+
+// superviseArg is the hidden first argument that makes the dblock binary
+// the supervisor of run's command (see startSupervised).
+const superviseArg = "__supervise"
+
+// parentEnv names the variable that tells the supervisor its parent's pid.
+const parentEnv = "DBLOCK_SUPERVISOR_PARENT"
+
+// deathSignal is what the kernel sends the supervisor when dblock run dies
+// (PR_SET_PDEATHSIG); run never forwards it.
+const deathSignal = syscall.SIGUSR1
+
+// groupGrace is how long the command's process group gets between SIGTERM
+// and SIGKILL when dblock run died, or when the command exited and left
+// processes behind in its group.
+const groupGrace = time.Second
+
+// startSupervised starts the command under a supervisor: the dblock binary
+// itself, in a process group of its own, which the kernel signals when
+// dblock run dies by any signal (SIGKILL included). The supervisor starts
+// the command in that group and, when run dies, stops the whole group:
+// SIGTERM, then SIGKILL within groupGrace. It also stops whatever the
+// command left in its group when the command exits, so nothing of the
+// command outlives the lock. A process that leaves the group on purpose
+// (setsid, setpgid) is beyond its reach.
+//
+// Pdeathsig fires when the thread that started the child ends, so the
+// starting goroutine keeps its thread locked until the child is waited for.
+func startSupervised(cmd *exec.Cmd) (wait func() error, err error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	sup := exec.Command(self, append([]string{superviseArg, "--"}, cmd.Args...)...)
+	sup.Path = self
+	sup.Stdin, sup.Stdout, sup.Stderr = cmd.Stdin, cmd.Stdout, cmd.Stderr
+	sup.Env = append(cmd.Env, parentEnv+"="+strconv.Itoa(os.Getpid()))
+	sup.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: deathSignal}
+	started := make(chan error, 1)
+	exited := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := sup.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		exited <- sup.Wait()
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	cmd.Process = sup.Process
+	return func() error {
+		err := <-exited
+		cmd.ProcessState = sup.ProcessState
+		return err
+	}, nil
+}
+
+// runSupervisor is the supervisor's main: argv is the command.
+func runSupervisor(argv []string) int {
+	if len(argv) == 0 {
+		fmt.Fprintln(os.Stderr, "dblock: supervisor: no command")
+		return exitUsage
+	}
+	death := make(chan os.Signal, 1)
+	signal.Notify(death, deathSignal)
+	// Signals run forwards to the group reach the command directly: the
+	// supervisor only must not die of them. Caught, not ignored: an ignored
+	// signal would stay ignored in the command across exec.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	if strconv.Itoa(os.Getppid()) != os.Getenv(parentEnv) {
+		return exitFailure // run died before the kernel could be told to signal us
+	}
+	// Orphans of the command come to us, so we can see them end.
+	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = os.Environ()
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "dblock run: cannot run %s: %v\n", argv[0], err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return exitNotFound
+		}
+		return exitCannotExec
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case <-exited:
+		stopGroup(0) // what the command left behind
+		return exitStatus(cmd.ProcessState)
+	case <-death:
+		stopGroup(cmd.Process.Pid)
+		<-exited
+		return exitStatus(cmd.ProcessState)
+	}
+}
+
+// stopGroup sends SIGTERM to the supervisor's process group, waits up to
+// groupGrace for every other live member to end (reaping the orphans it
+// adopted; cmdPid, if not 0, is reaped by its own Wait), then sends SIGKILL
+// to what is left.
+func stopGroup(cmdPid int) {
+	pgid := syscall.Getpgrp()
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	deadline := time.Now().Add(groupGrace)
+	for time.Now().Before(deadline) {
+		live, zombies := groupMembers(pgid)
+		for _, pid := range zombies {
+			if pid != cmdPid {
+				var ws syscall.WaitStatus
+				_, _ = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+			}
+		}
+		if live == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	signal.Reset(syscall.SIGTERM)
+	_ = syscall.Kill(-pgid, syscall.SIGKILL) // the supervisor goes with them
+}
+
+// groupMembers counts the live processes of process group pgid other than
+// this one, and lists the zombies among them that are its children.
+func groupMembers(pgid int) (live int, zombies []int) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 1, nil
+	}
+	self := os.Getpid()
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone
+		}
+		// pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) < 3 || f[2] != strconv.Itoa(pgid) {
+			continue
+		}
+		if f[0] == "Z" {
+			if f[1] == strconv.Itoa(self) {
+				zombies = append(zombies, pid)
+			}
+			continue
+		}
+		live++
+	}
+	return live, zombies
+}

@@ -1,0 +1,23 @@
+//go:build !linux
+
+package main
+
+import "os/exec"
+
+// superviseArg is the hidden first argument of the supervisor, which only
+// Linux uses.
+const superviseArg = "__supervise"
+
+// startSupervised starts the command in a process group of its own. Without
+// Linux's PR_SET_PDEATHSIG, the command and its group outlive a dblock run
+// killed by SIGKILL (a clean exit or a caught signal still stops them):
+// bound the command's run time yourself, or keep the TTL short.
+func startSupervised(cmd *exec.Cmd) (wait func() error, err error) {
+	ownProcessGroup(cmd)
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return cmd.Wait, nil
+}
+
+func runSupervisor([]string) int { return exitUsage }
