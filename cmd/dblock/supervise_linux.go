@@ -10,8 +10,8 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
-	"syscall"
 	"strings"
+	"syscall"
 	"time"
 )
 
