@@ -62,8 +62,9 @@ func (l *Locker) List(ctx context.Context) ([]LockInfo, error) {
 
 // ForceUnlock releases key whoever holds it and returns what held it; it
 // returns an error wrapping ErrNotHeld when no live lock held the key. The
-// holder is not told at once: its next renewal finds the row released and
-// ends its Lock with ErrLockLost wrapping ErrTakenOver, and the next
+// holder's Lock ends with ErrLockLost wrapping ErrTakenOver: on PostgreSQL
+// within a round trip (a notification makes its Locker renew at once), on
+// MySQL and SQLite at its next renewal (one heartbeat). The next
 // acquisition gets a larger fencing token, so a fenced store refuses the old
 // holder's writes. Use it to break a lock by hand; it is logged at Warn level
 // with the operating-system user, host and process that broke it.

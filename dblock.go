@@ -30,7 +30,8 @@ type Locker struct {
 	waits    waitQueues
 	mu       sync.Mutex
 	held     map[*Lock]struct{}
-	heldKeys map[string]int // keys of held, with their count
+	heldKeys map[string]int    // keys of held, with their count
+	heldTags map[string]string // notification tag → key, for held keys (notifier only)
 	closed   bool
 	kick     chan struct{} // wakes the heartbeat loop for a lock due before wakeAt
 	wakeAt   time.Time     // when the heartbeat loop next wakes (zero: not yet known); under mu

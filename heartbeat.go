@@ -40,6 +40,12 @@ func (l *Locker) register(lk *Lock) bool {
 	}
 	l.held[lk] = struct{}{}
 	l.heldKeys[lk.key]++
+	if l.waits.tagOf != nil {
+		if l.heldTags == nil {
+			l.heldTags = make(map[string]string)
+		}
+		l.heldTags[l.waits.tagOf(lk.key)] = lk.key
+	}
 	// Wake the loop only if this lock is due before the loop's next wake-up:
 	// a new lock is nearly always due later, and a kick costs a pass over
 	// every held lock. Its renewal may come up to an eighth of an interval
@@ -65,6 +71,9 @@ func (l *Locker) unregister(lk *Lock) {
 		delete(l.held, lk)
 		if l.heldKeys[lk.key]--; l.heldKeys[lk.key] == 0 {
 			delete(l.heldKeys, lk.key)
+			if l.waits.tagOf != nil {
+				delete(l.heldTags, l.waits.tagOf(lk.key))
+			}
 		}
 	}
 	l.mu.Unlock()

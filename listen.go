@@ -110,6 +110,9 @@ const wantWindow = 2 * time.Second
 // Events name keys by tag: a released key matters only if we wait for it,
 // and our queues know their tags; wanted marks are kept by tag.
 func (l *Locker) onEvent(released bool, from, tag string) {
+	if released && from == "" {
+		l.recheckHeld(tag) // a ForceUnlock or a reap may have ended a lock of ours
+	}
 	if released {
 		key, ok := l.waits.keyOf(tag)
 		if !ok {
@@ -127,6 +130,30 @@ func (l *Locker) onEvent(released bool, from, tag string) {
 	l.wantMu.Lock()
 	defer l.wantMu.Unlock()
 	markUntil(&l.wanted, tag, time.Now().Add(wantWindow))
+}
+
+// recheckHeld makes the heartbeat renew at once every held lock on the key
+// tagged tag: a renewal that finds the row gone ends the lock with
+// ErrTakenOver, so a holder hears of a ForceUnlock within a round trip, not
+// at its next beat.
+func (l *Locker) recheckHeld(tag string) {
+	l.mu.Lock()
+	key, ok := l.heldTags[tag]
+	if ok {
+		now := time.Now()
+		for lk := range l.held {
+			if lk.key == key {
+				lk.nextBeat = now.Add(-lk.interval)
+			}
+		}
+	}
+	l.mu.Unlock()
+	if ok {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // markUntil records key in *m until t. A map grown past 4096 keys is
