@@ -27,7 +27,7 @@ var (
 	ErrUnknownDialect = errors.New("dblock: unknown dialect")
 	// ErrNoSchema means the lock table does not exist, or lacks a column this
 	// dblock needs: run Migrate (or the dblock migrate command) first.
-	ErrNoSchema = errors.New("lock table missing or out of date; run Migrate")
+	ErrNoSchema = errors.New("dblock: lock table missing or out of date; run Migrate")
 	// ErrSchemaTooNew means the database was migrated by a newer dblock than
 	// this one; Migrate refuses to touch it.
 	ErrSchemaTooNew = errors.New("dblock: database schema is newer than this dblock")

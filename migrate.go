@@ -104,6 +104,9 @@ func Migrate(ctx context.Context, db *sql.DB, opts ...Option) (err error) {
 	if err != nil {
 		return err
 	}
+	if len(c.lockerOnly) > 0 {
+		return fmt.Errorf("%w: Migrate takes WithTable, WithDialect and WithLogger, not %s", ErrInvalidOption, strings.Join(c.lockerOnly, ", "))
+	}
 	d, _, err := resolveDialect(db, c)
 	if err != nil {
 		return err

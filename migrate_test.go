@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -233,4 +234,26 @@ func TestOldSchemaSaysMigrate(t *testing.T) {
 			t.Fatalf("TryLock on a version-1 table = %v, want ErrNoSchema", err)
 		}
 	})
+}
+
+// Migrate refuses options only a Locker uses, rather than ignoring them,
+// and every sentinel error's text starts with "dblock:".
+func TestMigrateRejectsLockerOptions(t *testing.T) {
+	db := dbtest.Open(t, dblock.SQLite)
+	for _, o := range []dblock.Option{dblock.WithTTL(time.Minute), dblock.WithHeartbeat(time.Second),
+		dblock.WithRetry(time.Millisecond, time.Second), dblock.WithDurableRelease(), dblock.WithoutCombining(), dblock.WithFIFO()} {
+		if err := dblock.Migrate(context.Background(), db, o); !errors.Is(err, dblock.ErrInvalidOption) {
+			t.Errorf("Migrate with a Locker option: %v, want ErrInvalidOption", err)
+		}
+	}
+	if err := dblock.Migrate(context.Background(), db, dblock.WithTable(dbtest.TableName()), dblock.WithLogger(slog.New(slog.DiscardHandler))); err != nil {
+		t.Fatalf("Migrate with its own options: %v", err)
+	}
+	for _, e := range []error{dblock.ErrLocked, dblock.ErrNotHeld, dblock.ErrLockLost, dblock.ErrClosed, dblock.ErrInvalidKey,
+		dblock.ErrInvalidOption, dblock.ErrUnknownDialect, dblock.ErrNoSchema, dblock.ErrSchemaTooNew, dblock.ErrReleased,
+		dblock.ErrLeaseExpired, dblock.ErrTakenOver, dblock.ErrDeadlock, dblock.ErrLockTimeout} {
+		if !strings.HasPrefix(e.Error(), "dblock: ") {
+			t.Errorf("%q does not start with \"dblock: \"", e)
+		}
+	}
 }

@@ -41,6 +41,9 @@ type config struct {
 	noCombining bool
 	// fifo makes Lock and TryLock honour the key's queue of tickets.
 	fifo bool
+	// lockerOnly names the options given that only a Locker uses; Migrate
+	// refuses them.
+	lockerOnly []string
 }
 
 func defaultConfig() config {
@@ -89,6 +92,7 @@ func WithTable(name string) Option {
 // one lease after its last renewal, by the database's clock.
 func WithTTL(d time.Duration) Option {
 	return func(c *config) error {
+		c.lockerOnly = append(c.lockerOnly, "WithTTL")
 		if err := validateTTL("TTL", d); err != nil {
 			return err
 		}
@@ -102,6 +106,7 @@ func WithTTL(d time.Duration) Option {
 // failed renewal before the lease ends.
 func WithHeartbeat(d time.Duration) Option {
 	return func(c *config) error {
+		c.lockerOnly = append(c.lockerOnly, "WithHeartbeat")
 		if d <= 0 {
 			return fmt.Errorf("%w: heartbeat %v must be positive", ErrInvalidOption, d)
 		}
@@ -137,6 +142,7 @@ func WithDialect(d Dialect) Option {
 // key held by someone else: the first wait is about min, doubling up to max.
 func WithRetry(min, max time.Duration) Option {
 	return func(c *config) error {
+		c.lockerOnly = append(c.lockerOnly, "WithRetry")
 		if min <= 0 || max < min {
 			return fmt.Errorf("%w: retry bounds %v..%v", ErrInvalidOption, min, max)
 		}
@@ -171,6 +177,7 @@ func WithRetry(min, max time.Duration) Option {
 // are always durable: their flush setting is not per transaction.
 func WithDurableRelease() Option {
 	return func(c *config) error {
+		c.lockerOnly = append(c.lockerOnly, "WithDurableRelease")
 		c.durableRelease = true
 		return nil
 	}
@@ -191,6 +198,7 @@ func WithDurableRelease() Option {
 // taken in long transactions by LockTx.
 func WithoutCombining() Option {
 	return func(c *config) error {
+		c.lockerOnly = append(c.lockerOnly, "WithoutCombining")
 		c.noCombining = true
 		return nil
 	}
@@ -221,6 +229,7 @@ func WithoutCombining() Option {
 // LISTEN/NOTIFY on PostgreSQL, polling elsewhere.
 func WithFIFO() Option {
 	return func(c *config) error {
+		c.lockerOnly = append(c.lockerOnly, "WithFIFO")
 		c.fifo = true
 		return nil
 	}

@@ -71,6 +71,7 @@ func sumStats(keys []*keyState) (s demoStats, tokens []string) {
 func cmdDemo(ctx context.Context, a *app, args []string) error {
 	fs := newFlagSet("demo")
 	c := addCommon(fs)
+	addTTL(fs, c)
 	workers := fs.Int("workers", 4, "workers contending, each with its own Locker")
 	nkeys := fs.Int("keys", 2, "keys they contend for")
 	duration := fs.Duration("duration", 5*time.Second, "how long to run")

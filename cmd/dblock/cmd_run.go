@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dberr"
 )
 
 // forwarded are the signals run passes on to CMD.
@@ -33,6 +34,7 @@ type runFlags struct {
 func parseRun(a *app, args []string) (*common, runFlags, error) {
 	fs := newFlagSet("run")
 	c := addCommon(fs)
+	addTTL(fs, c)
 	var r runFlags
 	fs.StringVar(&r.key, "key", "", "the lock's `key` (required)")
 	fs.DurationVar(&r.wait, "wait", 0, "give up after waiting this long for the lock (default: wait until signalled)")
@@ -62,6 +64,7 @@ func parseRun(a *app, args []string) (*common, runFlags, error) {
 	if r.waitSet && r.wait == 0 {
 		r.noWait = true
 	}
+	c.waitsThroughOutage = r.waitSet && !r.noWait // a bounded wait rides out an outage
 	return c, r, c.check()
 }
 
@@ -93,7 +96,8 @@ func acquire(ctx context.Context, l *dblock.Locker, log *slog.Logger, r runFlags
 		return exitf(r.conflict, "%q is held by another owner; not running %s", r.key, r.argv[0])
 	}
 	lk, err := l.TryLock(ctx, r.key)
-	if !errors.Is(err, dblock.ErrLocked) {
+	unreachable := dberr.Conn(err) // the first attempt did not reach the database
+	if !errors.Is(err, dblock.ErrLocked) && !(unreachable && !r.noWait) {
 		return lk, err
 	}
 	if r.noWait {
@@ -127,6 +131,9 @@ func acquire(ctx context.Context, l *dblock.Locker, log *slog.Logger, r runFlags
 			_ = lk.Unlock(ctx)
 		}
 		return nil, exitf(128+signalNumber(got), "interrupted by %v while waiting for %q", got, r.key)
+	case errors.Is(err, context.DeadlineExceeded) && unreachable && dberr.Conn(err):
+		// Neither the first attempt nor the last reached the database.
+		return nil, exitErr(exitUnavailable, fmt.Errorf("the database stayed unreachable while waiting %v for %q: %w", r.wait, r.key, err))
 	case errors.Is(err, context.DeadlineExceeded):
 		return nil, held()
 	}

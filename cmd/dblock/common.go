@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dberr"
 )
 
 // pingTimeout bounds the first contact with the database.
@@ -22,13 +23,15 @@ type common struct {
 	table   string
 	ttl     time.Duration
 	verbose bool
+	// waitsThroughOutage lets connect return a pool whose server does not
+	// answer yet (run --wait: the wait rides out the outage).
+	waitsThroughOutage bool
 }
 
 func addCommon(fs *flag.FlagSet) *common {
-	c := &common{}
+	c := &common{ttl: dblock.DefaultTTL}
 	fs.StringVar(&c.dsn, "dsn", "", "database `DSN`: postgres://…, mysql://… or sqlite:PATH (default $DBLOCK_DSN)")
 	fs.StringVar(&c.table, "table", dblock.DefaultTable, "lock table `name`")
-	fs.DurationVar(&c.ttl, "ttl", dblock.DefaultTTL, "lease of the locks taken")
 	fs.BoolVar(&c.verbose, "v", false, "log debug messages to stderr")
 	return c
 }
@@ -42,6 +45,22 @@ func (c *common) check() error {
 		return exitf(exitUsage, "--ttl %v out of range [%v, %v]", c.ttl, dblock.MinTTL, dblock.MaxTTL)
 	}
 	return nil
+}
+
+// addTTL adds --ttl, for the commands that take locks.
+func addTTL(fs *flag.FlagSet, c *common) {
+	fs.DurationVar(&c.ttl, "ttl", dblock.DefaultTTL, "lease of the locks taken")
+}
+
+// connectExit is the exit status of a failure to reach or use the
+// database: 69 (EX_UNAVAILABLE) when the server cannot be reached, 78
+// (EX_CONFIG) when it answers but refuses: wrong password, unknown
+// database, missing privilege.
+func connectExit(err error) int {
+	if dberr.Conn(err) {
+		return exitUnavailable
+	}
+	return exitConfig
 }
 
 // connect parses the DSN, opens a pool and makes sure the server answers.
@@ -74,8 +93,13 @@ func (c *common) connect(ctx context.Context, a *app) (*sql.DB, target, error) {
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {
+		if c.waitsThroughOutage && dberr.Conn(err) {
+			// run --wait: the wait rides out an outage
+			fmt.Fprintf(a.stderr, "dblock: cannot reach the database at %s yet (%s); waiting\n", t.redacted, oneLine(err.Error()))
+			return db, t, nil
+		}
 		db.Close()
-		return nil, t, exitf(exitUnavailable, "cannot reach the database at %s: %v", t.redacted, err)
+		return nil, t, exitErr(connectExit(err), fmt.Errorf("cannot reach the database at %s: %w", t.redacted, err))
 	}
 	if embedded { // our own file: keep its schema current
 		if err := dblock.Migrate(ctx, db, dblock.WithTable(c.table), dblock.WithDialect(dblock.SQLite)); err != nil {

@@ -14,7 +14,11 @@
 // With neither, dblock uses an embedded SQLite file (pure Go, no server):
 // locks.db in the user's cache directory, migrated on first use; its locks
 // exclude the processes of one user on one host. Every command also takes --table (default
-// lock_table), --ttl (default 30s) and -v. Passwords are never printed.
+// lock_table) and -v; run and demo take --ttl (default 30s). Passwords are
+// never printed, and the command run starts never sees DBLOCK_DSN or
+// PGPASSWORD: give a command that needs the database a DSN of its own, for
+// example from a file only it reads, or through a variable set on the
+// command itself (dblock run --key K -- env APP_DSN=… app).
 //
 // # Run
 //
@@ -27,8 +31,17 @@
 // or it was broken with unlock --force), CMD's group gets SIGTERM, then
 // SIGKILL after --grace (default 10s), and dblock exits 74. Since CMD is not
 // in the terminal's foreground group, a CMD that reads the terminal stops.
-// If dblock itself is killed with SIGKILL, CMD keeps running and the lease
-// expires one TTL later.
+// On Linux CMD runs under a small supervisor (dblock itself, re-executed)
+// that the kernel signals when dblock run dies by any signal, SIGKILL
+// included (PR_SET_PDEATHSIG): it sends CMD's process group SIGTERM, then
+// SIGKILL after a second, so nothing of CMD runs on while its lease expires
+// and another node takes the key. It also stops what CMD left running in its
+// group when CMD exits. A process that leaves the group on purpose (setsid)
+// is outside this guarantee. On other systems a dblock run killed with
+// SIGKILL leaves CMD running while the lease expires one TTL later.
+// unlock --force reaches a run holding the key within a round trip on
+// PostgreSQL (a notification), within one heartbeat (TTL/3) elsewhere; run
+// then stops CMD and exits 74 after --grace at most.
 //
 // cron singletons: put "dblock run --no-wait --conflict-exit 0 --key job -- job"
 // in the crontab of every node; one node runs the job, the others exit 0.
@@ -38,11 +51,11 @@
 //	0     success; for run, CMD's own status (128+N if CMD died of signal N)
 //	1     the operation failed (unlock: nothing held the key; other errors)
 //	64    bad command line (flags, arguments, --table, --ttl, key)
-//	69    the database cannot be reached
+//	69    the database server cannot be reached (run --wait D: for all of D)
 //	70    demo: a safety violation (overlapping holders, a token not growing)
 //	74    run: the lock was lost while CMD ran
-//	75    run: the lock was not acquired (--no-wait, or --wait expired); --conflict-exit N changes it
-//	78    bad or unsupported DSN, or the lock table is missing (run dblock migrate)
+//	75    run: the lock was not acquired (--no-wait, or --wait expired, also through a database restart); --conflict-exit N changes it
+//	78    configuration: bad or unsupported DSN, wrong password, unknown database, missing privilege, or the lock table is missing (run dblock migrate)
 //	126   run: CMD could not be started
 //	127   run: CMD not found
 //	130, 143  run: SIGINT or SIGTERM while waiting for the lock

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dberr"
+	"github.com/go-sql-driver/mysql"
 )
 
 // Exit codes; see doc.go and usage.
@@ -43,19 +45,21 @@ Every command takes:
                 or sqlite:PATH; default $DBLOCK_DSN, else an embedded SQLite file
                 in the user's cache directory (one host)
   --table NAME  lock table (default lock_table)
-  --ttl D       lease of locks taken (default 30s)
   -v            log debug messages to stderr
+run and demo also take --ttl D, the lease of the locks taken (default 30s).
 Run "dblock CMD -h" for a command's own flags.
 
 Exit status:
   0     success; for run, CMD's own status (128+N if CMD died of signal N)
   1     the operation failed (unlock: nothing held the key; other errors)
   64    bad command line
-  69    the database cannot be reached
+  69    the database server cannot be reached (run --wait D: for all of D)
   70    demo: a safety violation was seen
   74    run: the lock was lost while CMD ran; CMD was sent SIGTERM, then SIGKILL
-  75    run: the lock was not acquired (--no-wait or --wait expired); see --conflict-exit
-  78    bad or unsupported DSN, or the lock table is missing (run dblock migrate)
+  75    run: the lock was not acquired (--no-wait or --wait expired, also
+        through a database restart); see --conflict-exit
+  78    configuration: bad or unsupported DSN, wrong password, unknown database,
+        missing privilege, or the lock table is missing (run dblock migrate)
   126   run: CMD could not be started
   127   run: CMD not found
   130, 143  run: interrupted by SIGINT or SIGTERM while waiting for the lock
@@ -134,6 +138,24 @@ func exitf(code int, format string, args ...any) error {
 	return &exitError{code: code, err: fmt.Errorf(format, args...)}
 }
 
+// refused reports errors of a server that answers but will not serve us:
+// authentication (SQLSTATE 28…, MySQL 1045), unknown database (3D000,
+// 1049), missing privilege (42501, MySQL 1044, 1142, 1143).
+func refused(err error) bool {
+	s := dberr.SQLState(err)
+	if strings.HasPrefix(s, "28") || s == "3D000" || s == "42501" {
+		return true
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case 1044, 1045, 1049, 1142, 1143:
+			return true
+		}
+	}
+	return false
+}
+
 // describe maps an error to an exit status and the line to print.
 func (a *app) describe(err error) (int, string) {
 	var ee *exitError
@@ -149,6 +171,10 @@ func (a *app) describe(err error) (int, string) {
 		return exitConfig, fmt.Sprintf("table %s does not exist in %s; run \"dblock migrate\" first", a.table, a.where)
 	case errors.Is(err, dblock.ErrInvalidOption), errors.Is(err, dblock.ErrInvalidKey):
 		return exitUsage, err.Error()
+	case dberr.Conn(err):
+		return exitUnavailable, err.Error()
+	case refused(err):
+		return exitConfig, err.Error()
 	}
 	return exitFailure, err.Error()
 }

@@ -1,0 +1,33 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dbtest"
+	"github.com/dblockhq/dblock/internal/faultproxy"
+)
+
+// run --wait D started while every connection to the database fails waits
+// through the outage and runs the command once the database is back; a
+// database unreachable for all of D is status 69, not 75.
+func TestRunWaitsThroughOutage(t *testing.T) {
+	flags, _ := freshTable(t, dblock.Postgres)
+	p, dsn := dbtest.Proxy(t, dblock.Postgres) // the migrated table, through a proxy
+	p.SetMode(faultproxy.Down)
+	_, done := startRun(t, "run", "--dsn", dsn, "--table", flags[3], "--wait", "40s", "--key", "outage", "--", "true")
+	// Whenever the proxy comes back, before or after run's first attempts,
+	// run must get the key and run the command: the pause only makes the
+	// outage likely to be seen.
+	time.Sleep(time.Second)
+	p.SetMode(faultproxy.Forward)
+	if r := wait(t, done, "run after the outage"); r.code != 0 {
+		t.Fatalf("run through an outage: status %d, stderr %q", r.code, r.stderr)
+	}
+
+	r := cli(t, "run", "--dsn", "postgres://u@127.0.0.1:1/test?sslmode=disable", "--wait", "2s", "--key", "k", "--", "true")
+	if r.code != exitUnavailable {
+		t.Fatalf("run --wait 2s with no database at all: status %d, want %d; stderr %q", r.code, exitUnavailable, r.stderr)
+	}
+}
