@@ -225,7 +225,9 @@ func TestFIFOCancelledWaiter(t *testing.T) {
 // ticket.
 func TestFIFOTicketRenewed(t *testing.T) {
 	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
-		ttl := 300 * time.Millisecond
+		// A lease a loaded machine can keep renewing: at 300 ms a round
+		// late by a few hundred milliseconds let the ticket run out.
+		ttl := 2 * time.Second
 		holder, db, table := dbtest.Locker(t, d, fifoOpts(dblock.WithTTL(ttl))...)
 		waiter, _ := newLocker(t, d, table, fifoOpts(dblock.WithTTL(ttl))...)
 		ctx := ctxT(t, 30*time.Second)
