@@ -13,15 +13,17 @@ import (
 
 // LockTx holds a key for exactly as long as the caller's transaction, here
 // an *sqlx.Tx: pass its embedded *sql.Tx. Nothing to unlock: Commit (or
-// Rollback) ends the lock.
+// Rollback) ends the lock. (PostgreSQL or MySQL: SQLite locks the whole
+// file for a writer, so use a plain Lock around the transaction there.)
 func ExampleLocker_LockTx() {
 	ctx := context.Background()
-	db, err := sqlx.Open("pgx", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
-	if err != nil {
+	db := sqlx.NewDb(exampleDB(), "pgx") // in your code: sqlx.Open("pgx", dsn)
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS example_invoices (id int PRIMARY KEY, state text, fence bigint);
+INSERT INTO example_invoices VALUES (42, 'new', 0) ON CONFLICT (id) DO UPDATE SET state = 'new'`); err != nil {
 		log.Fatal(err)
 	}
-	defer db.Close()
-	locker, err := dblock.New(db.DB)
+	locker, err := dblock.New(db.DB, dblock.WithTable("example_locks"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -38,7 +40,7 @@ func ExampleLocker_LockTx() {
 			if err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, `UPDATE invoices SET state = 'sent', fence = $1 WHERE id = 42`, lk.Token()); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE example_invoices SET state = 'sent', fence = $1 WHERE id = 42`, lk.Token()); err != nil {
 				return err
 			}
 			return tx.Commit()
@@ -50,19 +52,24 @@ func ExampleLocker_LockTx() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("invoice sent")
+	var state string
+	if err := db.GetContext(ctx, &state, `SELECT state FROM example_invoices WHERE id = 42`); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("invoice", state)
+	// Output: invoice sent
 }
 
 // Check fences writes made in a transaction with a lease lock held by the
 // Locker: they commit only while the lock is still held.
 func ExampleLock_Check() {
 	ctx := context.Background()
-	db, err := sql.Open("pgx", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
-	if err != nil {
+	db := exampleDB() // in your code: sql.Open("pgx", dsn)
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS example_reports (day date)`); err != nil {
 		log.Fatal(err)
 	}
-	defer db.Close()
-	locker, err := dblock.New(db)
+	locker, err := dblock.New(db, dblock.WithTable("example_locks"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -80,7 +87,7 @@ func ExampleLock_Check() {
 		_ = tx.Rollback()
 		log.Fatal(err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO reports (day) VALUES (current_date)`); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO example_reports (day) VALUES (current_date)`); err != nil {
 		_ = tx.Rollback()
 		log.Fatal(err)
 	}
@@ -90,4 +97,6 @@ func ExampleLock_Check() {
 	if err := lk.Unlock(ctx); err != nil {
 		log.Fatal(err)
 	}
+	fmt.Println("report written under the lock")
+	// Output: report written under the lock
 }

@@ -1,5 +1,6 @@
 // Command quickstart migrates a lock table and has a few workers take turns
-// on one key, printing each acquisition's fencing token.
+// on one key with Do, printing which worker holds it; it checks that no two
+// critical sections overlapped before it says so.
 package main
 
 import (
@@ -9,6 +10,7 @@ import (
 	"log"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dblockhq/dblock"
@@ -36,6 +38,8 @@ func main() {
 	}
 	defer locker.Close()
 
+	var inside atomic.Int32 // workers inside a critical section
+	var overlaps atomic.Int32
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Add(1)
@@ -43,6 +47,10 @@ func main() {
 			defer wg.Done()
 			for range 3 {
 				err := locker.Do(ctx, "quickstart:invoice-42", func(ctx context.Context) error {
+					if inside.Add(1) > 1 {
+						overlaps.Add(1)
+					}
+					defer inside.Add(-1)
 					fmt.Printf("worker %d holds the lock\n", w)
 					time.Sleep(10 * time.Millisecond)
 					return nil
@@ -54,5 +62,8 @@ func main() {
 		}()
 	}
 	wg.Wait()
+	if n := overlaps.Load(); n > 0 {
+		log.Fatalf("%d critical sections overlapped", n)
+	}
 	fmt.Println("done: every critical section ran alone")
 }
