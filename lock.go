@@ -199,7 +199,7 @@ func (k *Lock) releaseRow(ctx context.Context) (wake bool, err error) {
 	// NOTIFY (PostgreSQL serialises notifying commits).
 	n, can := k.l.d.(notifier)
 	notify := can && k.l.notifying() && k.l.wantedElsewhere(k.key)
-	ok, err := k.l.retryRelease(ctx, func() (bool, error) {
+	ok, uncertain, err := k.l.retryRelease(ctx, func() (bool, error) {
 		if notify {
 			return n.releaseNotify(ctx, k.l.q, k.l.id, k.key, k.owner, k.token)
 		} else if b, can := k.l.d.(batcher); can && k.batchable() {
@@ -213,7 +213,10 @@ func (k *Lock) releaseRow(ctx context.Context) (wake bool, err error) {
 	// FIFO waiters of ours always hear at once: the next in line may be
 	// ours, and our own NOTIFY reaches our listener only after a round trip.
 	wake = k.l.cfg.fifo || !notify && !k.l.fairPolling(k.key)
-	if !ok {
+	switch {
+	case !ok && uncertain:
+		return wake, fmt.Errorf("%w: %q (token %d): released by an attempt whose connection failed, or lost meanwhile", ErrNotHeld, k.key, k.token)
+	case !ok:
 		return wake, fmt.Errorf("%w: %q (token %d): lease expired or taken over", ErrNotHeld, k.key, k.token)
 	}
 	if k.l.debugging() {
@@ -224,21 +227,20 @@ func (k *Lock) releaseRow(ctx context.Context) (wake bool, err error) {
 
 // retryRelease runs release until it succeeds, fails for good, or ctx ends.
 // A statement the database rolled back (deadlock, serialization failure)
-// did nothing and runs again. After a connection failed mid-statement the
-// release may have landed: a retry that finds the acquisition gone then
-// counts it released, since its lease was live when it was sent (only a
-// ForceUnlock or Reap at that instant could have ended it).
-func (l *Locker) retryRelease(ctx context.Context, release func() (bool, error)) (bool, error) {
+// did nothing and runs again; so does one whose connection failed. Such a
+// statement may have landed: uncertain then says that a retry that found
+// the acquisition gone cannot tell a release that landed from a lease that
+// ran out meanwhile. It is reported as not held, never as released.
+func (l *Locker) retryRelease(ctx context.Context, release func() (bool, error)) (ok, uncertain bool, err error) {
 	b := newBackoff(5*time.Millisecond, 250*time.Millisecond)
-	uncertain := false
 	for {
 		ok, err := release()
 		if err == nil {
-			return ok || uncertain, nil
+			return ok, uncertain && !ok, nil
 		}
 		class := l.d.classify(err)
 		if class != errRolledBack && class != errConn {
-			return false, err
+			return false, uncertain, err
 		}
 		uncertain = uncertain || class == errConn
 		t := time.NewTimer(b.next())
@@ -246,7 +248,7 @@ func (l *Locker) retryRelease(ctx context.Context, release func() (bool, error))
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return false, err
+			return false, uncertain, err
 		}
 	}
 }
