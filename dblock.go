@@ -250,12 +250,17 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...LockOption) (*Loc
 		}
 		// Held elsewhere, or by us (our release hands the key over, or
 		// wakes us), or being handed to us: wait, polling as a fallback.
-		if l.fairPolling(key) {
-			poll.Reset(fairPoll/2 + rand.N(fairPoll))
-		} else {
-			poll.Reset(b.next())
-		}
+		poll.Reset(l.pollDelay(key, b))
 	}
+}
+
+// pollDelay is how long a waiter for key waits before it polls: about
+// fairPoll while Lockers contend without release events, else b's next.
+func (l *Locker) pollDelay(key string, b *backoff) time.Duration {
+	if l.fairPolling(key) {
+		return fairPoll/2 + rand.N(fairPoll)
+	}
+	return b.next()
 }
 
 // heldElsewhere reports whether a read shows key held by another owner;
