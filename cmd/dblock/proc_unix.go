@@ -4,16 +4,8 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"syscall"
 )
-
-// ownProcessGroup starts CMD in a process group of its own, so that a
-// signal reaches everything it started (sh -c, pipelines), and a terminal's
-// Ctrl-C reaches it once, through dblock.
-func ownProcessGroup(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-}
 
 // signalGroup sends s to p's process group.
 func signalGroup(p *os.Process, s os.Signal) error {
