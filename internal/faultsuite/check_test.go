@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"slices"
 	"time"
+
+	"github.com/anishathalye/porcupine"
 )
 
 // interval is one recorded hold, in database time.
@@ -55,6 +57,13 @@ func (r *run) check() {
 		if iv.tok > guards[iv.key] {
 			t.Errorf("%s: token %d recorded above the guard's %d", iv.key, iv.tok, guards[iv.key])
 		}
+	}
+
+	res, n := r.hist.check(2 * time.Minute)
+	t.Logf("%s: linearizability (porcupine, lock model with fencing tokens): %d operations on %d keys: %s",
+		r.d, n, r.sz.keys, map[porcupine.CheckResult]string{porcupine.Ok: "linearizable", porcupine.Illegal: "NOT linearizable", porcupine.Unknown: "undecided (timeout)"}[res])
+	if res != porcupine.Ok {
+		t.Errorf("the history of %d operations is not shown linearizable: %v\n%s", n, res, r.hist.explain())
 	}
 
 	slices.Sort(r.takeovers)

@@ -70,6 +70,7 @@ type run struct {
 	pending    map[string]*killedHold // by key
 	takeovers  []time.Duration
 	verified   map[ivKey]bool
+	hist       *history // every worker's operations, checked for linearizability
 	samples    []string // a few failed writes, for the log
 	problems   []string // unexpected process exits
 }
@@ -114,6 +115,7 @@ func newRun(t *testing.T, d dblock.Dialect, sz size, base int64) *run {
 		procs:  make([]*proc, sz.procs),
 		counts: map[string]int{}, faults: map[string]int{},
 		holder: map[string]holding{}, pending: map[string]*killedHold{}, verified: map[ivKey]bool{},
+		hist: newHistory(),
 	}
 	for slot := range sz.procs {
 		r.launch(slot, 0)
@@ -234,6 +236,12 @@ func (r *run) handle(ev event) {
 	if len(f) == 2 && f[0] == "sess" {
 		if id, err := strconv.ParseInt(f[1], 10, 64); err == nil {
 			p.addSession(id)
+		}
+		return
+	}
+	if len(f) > 0 && f[0] == "h" {
+		if !r.hist.add(p.slot, f) {
+			r.problems = append(r.problems, fmt.Sprintf("%s: malformed history line %q", p.name, ev.line))
 		}
 		return
 	}

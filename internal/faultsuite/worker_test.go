@@ -143,7 +143,9 @@ type worker struct {
 func (w *worker) holdOnce(ctx context.Context, rng *rand.Rand) {
 	key := w.spec.Keys[rng.IntN(len(w.spec.Keys))]
 	lctx, cancel := context.WithTimeout(ctx, 3*ttl)
+	call := time.Now().UnixNano()
 	lk, err := w.l.Lock(lctx, key)
+	ret := time.Now().UnixNano()
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
@@ -154,6 +156,7 @@ func (w *worker) holdOnce(ctx context.Context, rng *rand.Rand) {
 		return
 	}
 	tok := lk.Token()
+	w.out.say("h acq %s %d %d %d", key, tok, call, ret)
 	w.out.say("acq %s %d", key, tok)
 	outcome, err := w.critical(lk)
 	if err != nil {
@@ -161,7 +164,15 @@ func (w *worker) holdOnce(ctx context.Context, rng *rand.Rand) {
 	} else {
 		w.out.say("%s %s %d", outcome, key, tok)
 	}
-	_ = lk.Unlock(context.Background()) // an error only says the lock was lost, which outcome tells
+	call = time.Now().UnixNano()
+	err = lk.Unlock(context.Background()) // an error only says the lock was lost, which outcome tells
+	ret = time.Now().UnixNano()
+	switch {
+	case err == nil:
+		w.out.say("h rel %s %d %d %d ok", key, tok, call, ret)
+	case errors.Is(err, dblock.ErrNotHeld):
+		w.out.say("h rel %s %d %d %d nh", key, tok, call, ret)
+	} // any other error: the outcome is unknown, and the history leaves it to the lease
 	w.out.say("rel %s %d", key, tok)
 }
 
@@ -203,8 +214,10 @@ func (w *worker) critical(lk *dblock.Lock) (string, error) {
 			return "rej", nil
 		}
 	}
+	call := time.Now().UnixNano()
 	if lk.Err() != nil {
 		return "lost", nil // the end may have landed after the lease: not a live hold
 	}
+	w.out.say("h chk %s %d %d %d", key, tok, call, time.Now().UnixNano())
 	return "ok", nil
 }
