@@ -14,7 +14,7 @@ import (
 // makes a new custom plan at every execution there, which costs more server
 // CPU than combining saves.
 // pg_prepared_statements counts the plans of its session's statements; in a
-// pool of two connections, one of which the Locker's listener keeps, that
+// pool of one connection (the listener has its own, outside the pool), that
 // session is the one the Locker's statements use.
 func TestPostgresCombinedPlansOnce(t *testing.T) {
 	ctx := ctxT(t, time.Minute)
@@ -29,7 +29,7 @@ SELECT 'fill-' || i, '', 0, 0, 0 FROM generate_series(1, 2000) AS i`,
 			t.Fatal(err)
 		}
 	}
-	db.SetMaxOpenConns(2)
+	db.SetMaxOpenConns(1)
 	keys := []string{"p0", "p1", "p2"}
 	warm(t, ctx, l, keys...) // starts the listener
 	select {

@@ -5,7 +5,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"database/sql"
-	"database/sql/driver"
 	"encoding/hex"
 	"errors"
 	"strings"
@@ -41,47 +40,67 @@ var _ notifier = (*postgres)(nil)
 // channel is the LISTEN/NOTIFY channel of the table: dblock_<table>.
 func (p *postgres) channel() string { return "dblock_" + p.table }
 
-// listen uses pgx's WaitForNotification on a connection taken out of the
-// pool for good: it is discarded afterwards, never returned LISTENing.
+// listen uses pgx's WaitForNotification on a connection of its own, opened
+// with the configuration of one of db's connections and outside db's pool:
+// a pooled connection would be locked for as long as the listener waits
+// (database/sql holds a connection's lock during Raw), and closing any
+// statement ever prepared on it, by any Locker on db, would wait for that.
 // Other PostgreSQL drivers (lib/pq) fall back to polling.
 // Payloads: "F:<locker>:<tag>" when a Locker frees a key, "W:<locker>:<tag>"
 // when a Locker's goroutine waits for it, and "R:<tag>" when a key is freed
 // by no Locker in particular (a reap, ForceUnlock). A tag names a key
 // without showing it (see tag); a forged event costs a waiter one re-check.
 func (p *postgres) listen(ctx context.Context, db *sql.DB, ready func(), onEvent func(bool, string, string)) error {
-	conn, err := db.Conn(ctx)
+	cfg, err := pgxConfig(ctx, db)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // discard
-		_ = conn.Close()
-	}()
-	return conn.Raw(func(dc any) error {
+	c, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	if _, err := c.Exec(ctx, "LISTEN "+pgx.Identifier{p.channel()}.Sanitize()); err != nil {
+		return err
+	}
+	ready()
+	for {
+		n, err := c.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		switch kind, rest, _ := strings.Cut(n.Payload, ":"); kind {
+		case "R":
+			onEvent(true, "", rest)
+		case "F", "W":
+			if from, key, ok := strings.Cut(rest, ":"); ok {
+				onEvent(kind == "F", from, key)
+			}
+		}
+	}
+}
+
+// pgxConfig returns a copy of the configuration of db's pgx connections, or
+// errNoNotify when db's driver is not pgx.
+func pgxConfig(ctx context.Context, db *sql.DB) (*pgx.ConnConfig, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	var cfg *pgx.ConnConfig
+	err = conn.Raw(func(dc any) error {
 		pc, ok := dc.(interface{ Conn() *pgx.Conn })
 		if !ok {
 			return errNoNotify
 		}
-		c := pc.Conn()
-		if _, err := c.Exec(ctx, "LISTEN "+pgx.Identifier{p.channel()}.Sanitize()); err != nil {
-			return err
-		}
-		ready()
-		for {
-			n, err := c.WaitForNotification(ctx)
-			if err != nil {
-				return err
-			}
-			switch kind, rest, _ := strings.Cut(n.Payload, ":"); kind {
-			case "R":
-				onEvent(true, "", rest)
-			case "F", "W":
-				if from, key, ok := strings.Cut(rest, ":"); ok {
-					onEvent(kind == "F", from, key)
-				}
-			}
-		}
+		cfg = pc.Conn().Config().Copy()
+		// The copy still routes notifications to the pooled connection's
+		// buffer: a nil handler makes pgx buffer them in the new one.
+		cfg.OnNotification = nil
+		return nil
 	})
+	return cfg, err
 }
 
 // tag names key in notifications: the first 128 bits of an HMAC-SHA256 of

@@ -17,7 +17,7 @@ const (
 // someone waits.
 func (l *Locker) startListener() bool {
 	n, ok := l.d.(notifier)
-	if !ok || !l.poolSparesListener() {
+	if !ok {
 		return false
 	}
 	l.listenOnce.Do(func() {
@@ -33,19 +33,6 @@ func (l *Locker) startListener() bool {
 		go l.listenLoop(n)
 	})
 	return true
-}
-
-// minListenPool is the smallest pool (db.SetMaxOpenConns) that the
-// listener, which keeps one connection for itself, may take one from: one
-// is left for statements. In a one-connection pool waiters poll instead.
-const minListenPool = 2
-
-// poolSparesListener reports whether db's pool is unbounded or large enough
-// to lend the listener a connection for good. It is read at each call, as
-// the caller may resize the pool after New.
-func (l *Locker) poolSparesListener() bool {
-	n := l.db.Stats().MaxOpenConnections
-	return n == 0 || n >= minListenPool
 }
 
 // ensureListener starts the listener and waits a little for it to be ready,

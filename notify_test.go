@@ -37,6 +37,7 @@ func TestNotifyPayloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	<-dblock.ListenerReady(holder) // so that it hears the waiter, and announces its release
 	got := make(chan error, 1)
 	var w *dblock.Lock
 	go func() {
