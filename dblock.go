@@ -152,11 +152,36 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...LockOption) (*
 	if err != nil {
 		return nil, err
 	}
+	ctx, stop := l.closable(ctx)
+	defer stop()
+	var lk *Lock
 	if l.cfg.fifo {
-		lk, _, err := l.tryFIFO(ctx, key, lc)
-		return lk, err
+		lk, _, err = l.tryFIFO(ctx, key, lc)
+	} else {
+		lk, err = l.try(ctx, key, lc)
 	}
-	return l.try(ctx, key, lc)
+	return lk, closedErr(ctx, err)
+}
+
+// closable returns ctx, also cancelled (with ErrClosed) when the Locker is
+// closed: Close then ends the statements of acquires in flight instead of
+// waiting for them (closing a prepared statement waits for its uses).
+func (l *Locker) closable(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	unhook := context.AfterFunc(l.ctx, func() { cancel(ErrClosed) })
+	return ctx, func() {
+		unhook()
+		cancel(nil)
+	}
+}
+
+// closedErr returns ErrClosed for an error caused by Close (closable), err
+// otherwise.
+func closedErr(ctx context.Context, err error) error {
+	if err != nil && errors.Is(context.Cause(ctx), ErrClosed) {
+		return ErrClosed
+	}
+	return err
 }
 
 // Lock takes key, waiting while another owner holds it, until ctx ends; the
@@ -184,6 +209,14 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...LockOption) (*Loc
 	if err != nil {
 		return nil, err
 	}
+	ctx, stop := l.closable(ctx)
+	defer stop()
+	lk, err := l.lock(ctx, key, lc)
+	return lk, closedErr(ctx, err)
+}
+
+// lock is Lock after its checks.
+func (l *Locker) lock(ctx context.Context, key string, lc lockConfig) (*Lock, error) {
 	if l.cfg.fifo {
 		return l.lockFIFO(ctx, key, lc)
 	}
