@@ -40,7 +40,7 @@ const (
 	heartbeat = 250 * time.Millisecond
 	// takeoverSlack is what a takeover may take beyond TTL + heartbeat:
 	// scheduling on a loaded machine and the waiters' polling interval.
-	takeoverSlack = time.Second
+	takeoverSlack = 3 * time.Second
 )
 
 // seed returns the run's seed: DBLOCK_FAULT_SEED, or one from the clock.
