@@ -270,7 +270,7 @@ func (l *Locker) lock(ctx context.Context, key string, lc lockConfig) (*Lock, er
 				if !l.rideOut(ctx, key, err, &lastErr) {
 					return lk, err
 				}
-				poll.Reset(b.next())
+				poll.Reset(b.Next())
 				continue
 			}
 			if time.Now().After(wantAgain) {
@@ -293,7 +293,7 @@ func (l *Locker) pollDelay(key string, b *backoff) time.Duration {
 	if l.fairPolling(key) {
 		return fairPoll/2 + rand.N(fairPoll)
 	}
-	return b.next()
+	return b.Next()
 }
 
 // heldElsewhere reports whether a read shows key held by another owner;

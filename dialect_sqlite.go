@@ -166,7 +166,7 @@ func (s *sqliteDialect) migrateLock(ctx context.Context, conn *sql.Conn, _ strin
 		if s.classify(err) != errRolledBack {
 			return nil, err
 		}
-		t := time.NewTimer(b.next())
+		t := time.NewTimer(b.Next())
 		select {
 		case <-t.C:
 		case <-ctx.Done():

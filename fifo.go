@@ -196,7 +196,7 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 				if err == nil || !l.rideOut(ctx, key, err, &lastErr) {
 					return err
 				}
-				poll.Reset(b.next())
+				poll.Reset(b.Next())
 				continue
 			}
 			if ahead <= 1 && !near {
@@ -212,7 +212,7 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 			poll.Reset(fairPoll/2 + rand.N(fairPoll))
 			continue
 		}
-		poll.Reset(b.next())
+		poll.Reset(b.Next())
 	}
 }
 

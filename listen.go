@@ -77,7 +77,7 @@ func (l *Locker) listenLoop(n notifier) {
 			return
 		}
 		l.log.Warn("dblock: release notifications interrupted; waiters poll until they resume", "err", err)
-		t := time.NewTimer(b.next())
+		t := time.NewTimer(b.Next())
 		select {
 		case <-t.C:
 		case <-l.ctx.Done():

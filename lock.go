@@ -243,7 +243,7 @@ func (l *Locker) retryRelease(ctx context.Context, release func() (bool, error))
 			return false, uncertain, err
 		}
 		uncertain = uncertain || class == errConn
-		t := time.NewTimer(b.next())
+		t := time.NewTimer(b.Next())
 		select {
 		case <-t.C:
 		case <-ctx.Done():

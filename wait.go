@@ -3,28 +3,15 @@ package dblock
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"time"
+
+	"github.com/dblockhq/dblock/internal/retry"
 )
 
-// backoff yields jittered exponential waits between min and max: each wait
-// is drawn from [d/2, d) with d doubling from min up to max, so waiters that
-// started together spread out.
-type backoff struct {
-	min, max, cur time.Duration
-}
+// backoff is the jittered exponential backoff of waits and retries.
+type backoff = retry.Backoff
 
-func newBackoff(lo, hi time.Duration) *backoff {
-	hi = max(hi, lo)
-	return &backoff{min: lo, max: hi, cur: lo}
-}
-
-func (b *backoff) next() time.Duration {
-	d := b.cur
-	b.cur = min(b.cur*2, b.max)
-	half := d / 2
-	return half + rand.N(half+1)
-}
+func newBackoff(lo, hi time.Duration) *backoff { return retry.NewBackoff(lo, hi) }
 
 // stoppedTimer returns a timer that has not started: Reset starts it.
 func stoppedTimer() *time.Timer {
@@ -43,7 +30,7 @@ func (l *Locker) waitBackoff(ttl time.Duration) *backoff {
 // returns an error wrapping ctx.Err() when ctx ends first, and ErrClosed when
 // the Locker is closed meanwhile.
 func (l *Locker) pause(ctx context.Context, key string, b *backoff) error {
-	t := time.NewTimer(b.next())
+	t := time.NewTimer(b.Next())
 	defer t.Stop()
 	select {
 	case <-t.C:

@@ -4,11 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/dblockhq/dblock"
 	"github.com/dblockhq/dblock/internal/dberr"
+	"github.com/dblockhq/dblock/internal/retry"
 )
 
 // acquire takes key in mode m on a pinned session: one try, then, with
@@ -32,7 +32,7 @@ func (l *Locker) acquire(ctx context.Context, key string, m mode, block bool) (*
 	var s *session
 	var got bool
 	var lastErr error // the last transient error a blocking call rode out
-	for b := newBackoff(); ; {
+	for b := retry.NewBackoff(10*time.Millisecond, time.Second); ; {
 		var err error
 		if arg, err = l.arg(ctx, key); err != nil {
 			err = fmt.Errorf("advisory: lock %q: %w", key, err)
@@ -53,7 +53,7 @@ func (l *Locker) acquire(ctx context.Context, key string, m mode, block bool) (*
 		}
 		lastErr = err
 		pctx, stop := l.closable(ctx) // Close ends the pause too
-		err = b.pause(pctx)
+		err = pause(pctx, b)
 		stop()
 		if err != nil {
 			return nil, fmt.Errorf("%w (last database error: %w)", waitErr(pctx, key), lastErr)
@@ -117,17 +117,9 @@ func (l *Locker) attempt(ctx context.Context, key string, m mode, arg any, block
 	return s, got, nil
 }
 
-// backoff spaces a blocking call's attempts after transient errors:
-// jittered, doubling from 10 ms to 1 s.
-type backoff struct{ cur time.Duration }
-
-func newBackoff() *backoff { return &backoff{cur: 10 * time.Millisecond} }
-
-// pause waits for the next delay, or until ctx ends.
-func (b *backoff) pause(ctx context.Context) error {
-	d := b.cur/2 + rand.N(b.cur/2+1)
-	b.cur = min(2*b.cur, time.Second)
-	t := time.NewTimer(d)
+// pause waits for b's next delay, or until ctx ends.
+func pause(ctx context.Context, b *retry.Backoff) error {
+	t := time.NewTimer(b.Next())
 	defer t.Stop()
 	select {
 	case <-t.C:
