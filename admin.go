@@ -2,8 +2,6 @@ package dblock
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"os"
 	"os/user"
@@ -26,36 +24,18 @@ type LockInfo struct {
 	ExpiresIn time.Duration
 }
 
-// adminDialect is implemented by dialects that support the operator
-// commands List and ForceUnlock. Its SQL lives beside the dialect.
-type adminDialect interface {
-	// list returns every held lock, sorted by key.
-	list(ctx context.Context, q querier) ([]LockInfo, error)
-	// forceRelease releases the row of key whoever holds it and returns what
-	// held it; ok is false when nothing live held the key.
-	forceRelease(ctx context.Context, q querier, key string) (LockInfo, bool, error)
-}
-
-func (l *Locker) admin() (adminDialect, error) {
-	a, ok := l.d.(adminDialect)
-	if !ok {
-		return nil, fmt.Errorf("dblock: the %s dialect does not support listing or breaking locks: %w", l.dialect, errors.ErrUnsupported)
-	}
-	return a, nil
-}
-
 // List returns the locks held in the table, by any process, sorted by key.
 func (l *Locker) List(ctx context.Context) ([]LockInfo, error) {
 	if err := l.usable(); err != nil {
 		return nil, err
 	}
-	a, err := l.admin()
-	if err != nil {
-		return nil, err
-	}
-	infos, err := a.list(ctx, l.db)
+	rows, err := l.d.List(ctx, l.db)
 	if err != nil {
 		return nil, l.wrapErr("list", "", err)
+	}
+	infos := make([]LockInfo, len(rows))
+	for i, r := range rows {
+		infos[i] = LockInfo(r)
 	}
 	return infos, nil
 }
@@ -75,27 +55,23 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (LockInfo, error) 
 	if err := ValidateKey(key); err != nil {
 		return LockInfo{}, err
 	}
-	a, err := l.admin()
-	if err != nil {
-		return LockInfo{}, err
-	}
-	info, ok, err := a.forceRelease(ctx, l.db, key)
+	info, ok, err := l.d.ForceRelease(ctx, l.db, key)
 	if err != nil {
 		return LockInfo{}, l.wrapErr("force unlock", key, err)
 	}
 	if !ok {
 		return LockInfo{}, fmt.Errorf("%w: %q: nothing holds it", ErrNotHeld, key)
 	}
-	if n, ok := l.d.(notifier); ok {
+	if n := l.d.Notifier(); n != nil {
 		// Wake the key's waiters now rather than at their next poll; the
 		// key is free whether or not this reaches them.
-		if err := n.freed(ctx, l.db, []string{key}); err != nil {
+		if err := n.Freed(ctx, l.db, []string{key}); err != nil {
 			l.log.Warn("dblock: could not announce a lock broken by hand", "key", key, "err", err)
 		}
 	}
 	l.log.Warn("dblock: lock broken by hand", "key", key, "owner", info.Owner,
 		"token", info.Token, "depth", info.Depth, "by", operator())
-	return info, nil
+	return LockInfo(info), nil
 }
 
 // operator names who runs this process, for audit logs: "user@host pid N".
@@ -112,64 +88,4 @@ func operator() string {
 		host = "unknown"
 	}
 	return name + "@" + host + " pid " + strconv.Itoa(os.Getpid())
-}
-
-// scanInfo reads one row of key, memo, depth, token, held-for and
-// expires-in, the durations in microseconds by the database's clock (a NULL
-// held-for becomes -1, unknown).
-func scanInfo(row interface{ Scan(...any) error }) (LockInfo, error) {
-	var i LockInfo
-	var held sql.NullInt64
-	var expires int64
-	if err := row.Scan(&i.Key, &i.Owner, &i.Depth, &i.Token, &held, &expires); err != nil {
-		return i, err
-	}
-	i.HeldFor = -1
-	if held.Valid {
-		i.HeldFor = time.Duration(held.Int64) * time.Microsecond
-	}
-	i.ExpiresIn = time.Duration(expires) * time.Microsecond
-	return i, nil
-}
-
-// scanInfos reads every row with scanInfo and closes rows.
-func scanInfos(rows *sql.Rows) ([]LockInfo, error) {
-	defer rows.Close()
-	var out []LockInfo
-	for rows.Next() {
-		i, err := scanInfo(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, i)
-	}
-	return out, rows.Err()
-}
-
-// forceRetries bounds how often releaseIfUnchanged reads the row again when
-// its holder changed it (renewed, re-entered) between the read and the update.
-const forceRetries = 10
-
-// releaseIfUnchanged reads key's live row with get (scanInfo's columns),
-// then releases it with upd (arguments: key, owner, token, depth), which
-// matches only that acquisition, for dialects that cannot return the row as
-// it was before an UPDATE. ok is false when nothing live held key.
-func releaseIfUnchanged(ctx context.Context, q querier, key, get, upd string) (LockInfo, bool, error) {
-	for range forceRetries {
-		info, err := scanInfo(q.QueryRowContext(ctx, get, key))
-		if errors.Is(err, sql.ErrNoRows) {
-			return LockInfo{}, false, nil
-		}
-		if err != nil {
-			return LockInfo{}, false, err
-		}
-		res, err := q.ExecContext(ctx, upd, key, info.Owner, info.Token, info.Depth)
-		if err != nil {
-			return LockInfo{}, false, err
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 1 {
-			return info, err == nil, err
-		}
-	}
-	return LockInfo{}, false, fmt.Errorf("dblock: %q changed %d times while being released; try again", key, forceRetries)
 }

@@ -39,7 +39,7 @@ func (k *Lock) Check(ctx context.Context, tx *sql.Tx) error {
 	if err != nil {
 		return err
 	}
-	ok, err := td.checkTx(ctx, tx, k.key, k.owner, k.token)
+	ok, err := td.CheckTx(ctx, tx, k.key, k.owner, k.token)
 	if err != nil {
 		return k.l.txErr(ctx, "check", k.key, err)
 	}

@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/dblockhq/dblock/internal/lockrun"
+	"github.com/dblockhq/dblock/internal/acquire"
+	"github.com/dblockhq/dblock/internal/dberr"
+	"github.com/dblockhq/dblock/internal/dialect"
 )
 
 // Locker hands out locks stored in one lock table. It is safe for concurrent
@@ -19,13 +20,14 @@ import (
 // lock it holds; Close stops it, releases what is still held and waits.
 type Locker struct {
 	db      *sql.DB
-	d       dialect
+	d       dialect.Dialect
+	acq     *acquire.Strategy // takes and releases rows
 	dialect Dialect
 	cfg     config
 	log     *slog.Logger
 
-	q        querier // l.db through prepared statements
-	stmts    *stmtCache
+	q        dialect.Querier // l.db through prepared statements
+	stmts    *dialect.StmtCache
 	bounds   releaseBounds // of Unlock's statements
 	waits    waitQueues
 	mu       sync.Mutex
@@ -84,17 +86,18 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	l := &Locker{
 		db: db, d: d, dialect: name, cfg: c, log: c.logger,
 		id:          newOwner()[len(ownerPrefix):][:16],
-		stmts:       newStmtCache(db),
+		stmts:       dialect.NewStmtCache(db),
 		held:        make(map[*Lock]struct{}),
 		heldKeys:    make(map[string]int),
 		kick:        make(chan struct{}, 1),
 		closing:     make(chan struct{}),
 		listenReady: make(chan struct{}),
-		fifo:        newFIFOQueue(d.queue()),
+		fifo:        newFIFOQueue(d.Queue()),
+		acq:         acquire.New(d, !c.noCombining, releaseTimeout),
 	}
 	l.q = l.stmts
-	if n, ok := d.(notifier); ok {
-		l.waits.tagOf = n.tag
+	if n := d.Notifier(); n != nil {
+		l.waits.tagOf = n.Tag
 	}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.wg.Add(1)
@@ -138,224 +141,6 @@ func (l *Locker) usable() error {
 	return nil
 }
 
-// TryLock takes key if it is free (or expired, or already held under the same
-// Owner memo), or returns an error wrapping ErrLocked at once.
-//
-// A call whose ctx ends while its statement runs returns at once with ctx's
-// error; if the statement takes the key after all, the Locker releases it
-// again (this holds for Lock too).
-func (l *Locker) TryLock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
-	if err := l.usable(); err != nil {
-		return nil, err
-	}
-	lc, err := l.lockConfig(key, opts)
-	if err != nil {
-		return nil, err
-	}
-	ctx, stop := l.closable(ctx)
-	defer stop()
-	var lk *Lock
-	if l.cfg.fifo {
-		lk, _, err = l.tryFIFO(ctx, key, lc)
-	} else {
-		lk, err = l.try(ctx, key, lc)
-	}
-	return lk, closedErr(ctx, err)
-}
-
-// closable returns ctx, also cancelled (with ErrClosed) when the Locker is
-// closed: Close then ends the statements of acquires in flight instead of
-// waiting for them (closing a prepared statement waits for its uses).
-func (l *Locker) closable(ctx context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	unhook := context.AfterFunc(l.ctx, func() { cancel(ErrClosed) })
-	return ctx, func() {
-		unhook()
-		cancel(nil)
-	}
-}
-
-// closedErr returns ErrClosed for an error caused by Close (closable), err
-// otherwise.
-func closedErr(ctx context.Context, err error) error {
-	if err != nil && errors.Is(context.Cause(ctx), ErrClosed) {
-		return ErrClosed
-	}
-	return err
-}
-
-// Lock takes key, waiting while another owner holds it, until ctx ends; the
-// error then wraps ctx.Err().
-//
-// The goroutines of one Locker waiting for one key queue in arrival order,
-// and only the first of them asks the database, so waiters cost one query
-// per wake-up however many there are. On PostgreSQL (pgx) the first waiter is
-// woken by LISTEN/NOTIFY when the key is released, on one connection the
-// Locker keeps for that; elsewhere, and as a fallback for expired leases and
-// missed events, it polls with jittered exponential backoff (WithRetry); a
-// poll reads the row before it tries to write it. When a goroutine of the
-// same Locker unlocks the key, it hands the key straight to the first waiter
-// in one statement (new owner memo, new token, one commit); while another
-// Locker waits too, it does so at most a few times in a row before it
-// releases the key to the table and lets the other Locker's waiter take it.
-// A call with Owner tries at once, ahead of the queue, so that re-entering a
-// held lock never waits behind the holder's own waiters. WithFIFO orders
-// waiters across processes instead, and turns local handovers off.
-func (l *Locker) Lock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
-	if err := l.usable(); err != nil {
-		return nil, err
-	}
-	lc, err := l.lockConfig(key, opts)
-	if err != nil {
-		return nil, err
-	}
-	ctx, stop := l.closable(ctx)
-	defer stop()
-	lk, err := l.lock(ctx, key, lc)
-	return lk, closedErr(ctx, err)
-}
-
-// lock is Lock after its checks.
-func (l *Locker) lock(ctx context.Context, key string, lc lockConfig) (*Lock, error) {
-	if l.cfg.fifo {
-		return l.lockFIFO(ctx, key, lc)
-	}
-	var lastErr error // the last transient error ridden out
-	if lc.explicitOwner {
-		if lk, err := l.try(ctx, key, lc); !errors.Is(err, ErrLocked) && !l.rideOut(ctx, key, err, &lastErr) {
-			return lk, err
-		}
-	}
-	w := l.waits.join(key, lc)
-	defer l.leaveQueue(key, w)
-	l.ensureListener()
-	b := l.waitBackoff(lc.ttl)
-	poll := stoppedTimer()
-	defer poll.Stop()
-	var wantAgain time.Time // when to tell holders again that we wait
-	for {
-		polled := false
-		select {
-		case <-w.wake:
-		case <-poll.C:
-			polled = true
-		case lk := <-w.grant:
-			if lk != nil {
-				return lk, nil // handed over by a release of ours
-			}
-		case <-ctx.Done():
-			return nil, waitEnded(ctx, key, lastErr)
-		case <-l.closing:
-			return nil, ErrClosed
-		}
-		if !l.waits.isHead(key, w) {
-			continue // woken by a stale signal; wait for our turn
-		}
-		if l.yielding(key, poll) {
-			continue // we just gave the key up: other Lockers go first
-		}
-		if !l.holds(key) && l.waits.beginTry(key, w) {
-			var lk *Lock
-			err := ErrLocked
-			// A poll reads before it writes: a failed write attempt would
-			// lock the row, and cost the holder's next statement a wait.
-			if !polled || !l.heldElsewhere(ctx, key, w.lc.owner) {
-				lk, err = l.try(ctx, key, w.lc)
-			}
-			if err != nil && l.uncertain(err) {
-				l.waits.freshOwner(w) // while trying: no handover reads it
-			}
-			l.waits.endTry(w)
-			if !errors.Is(err, ErrLocked) {
-				if !l.rideOut(ctx, key, err, &lastErr) {
-					return lk, err
-				}
-				poll.Reset(b.Next())
-				continue
-			}
-			if time.Now().After(wantAgain) {
-				l.announceWant(ctx, key)
-				wantAgain = time.Now().Add(wantWindow / 2)
-			}
-			if !l.holds(key) {
-				l.markForeign(key)
-			}
-		}
-		// Held elsewhere, or by us (our release hands the key over, or
-		// wakes us), or being handed to us: wait, polling as a fallback.
-		poll.Reset(l.pollDelay(key, b))
-	}
-}
-
-// pollDelay is how long a waiter for key waits before it polls: about
-// fairPoll while Lockers contend without release events, else b's next.
-func (l *Locker) pollDelay(key string, b *backoff) time.Duration {
-	if l.fairPolling(key) {
-		return fairPoll/2 + rand.N(fairPoll)
-	}
-	return b.Next()
-}
-
-// heldElsewhere reports whether a read shows key held by another owner;
-// false when the read fails (the acquire then reports the error).
-func (l *Locker) heldElsewhere(ctx context.Context, key, owner string) bool {
-	held, err := l.d.held(ctx, l.q, key, owner)
-	return held && err == nil
-}
-
-// leaveQueue takes w out of key's queue. A handover to w may be in flight:
-// its outcome is then awaited, and a lock it brought is released (or handed
-// on) at once, since w's caller no longer wants it.
-func (l *Locker) leaveQueue(key string, w *waiter) {
-	var unwanted *Lock
-	for !l.waits.leave(key, w) {
-		unwanted = <-w.grant
-	}
-	select {
-	case unwanted = <-w.grant: // granted as ctx ended
-	default:
-	}
-	l.unlockUnwanted(key, unwanted)
-}
-
-func (l *Locker) unlockUnwanted(key string, lk *Lock) {
-	if lk == nil {
-		return
-	}
-	if err := lk.Unlock(context.Background()); err != nil {
-		l.log.Warn("dblock: releasing a lock handed to a waiter that left", "key", key, "err", err)
-	}
-}
-
-// announceWant tells the key's holder, wherever it is, that we wait, so its
-// release notifies us. Best effort: a waiter that is not notified polls.
-func (l *Locker) announceWant(ctx context.Context, key string) {
-	if n, ok := l.d.(notifier); ok && l.notifying() {
-		if err := n.want(ctx, l.q, l.id, key); err != nil {
-			l.log.Debug("dblock: announcing a waiter failed", "key", key, "err", err)
-		}
-	}
-}
-
-// Do takes key (waiting as Lock does), runs fn, and releases the lock. fn's
-// context is cancelled if the lock is lost while fn runs; context.Cause then
-// wraps ErrLockLost with the reason. Do returns fn's error joined with any
-// error from releasing the lock (ErrNotHeld wrapping ErrLockLost when it was
-// lost), so a lost lock is never silent.
-func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...LockOption) error {
-	if err := l.usable(); err != nil {
-		return err
-	}
-	if fn == nil {
-		return fmt.Errorf("%w: nil function", ErrInvalidOption)
-	}
-	lk, err := l.Lock(ctx, key, opts...)
-	if err != nil {
-		return err
-	}
-	return lockrun.Run(ctx, lk.ctx, fn, lk.Unlock)
-}
-
 // Close stops the heartbeat, releases every lock still held (their Err then
 // wraps ErrReleased and ErrClosed) and waits for the Locker's goroutine. It
 // is idempotent and never closes the *sql.DB.
@@ -375,7 +160,7 @@ func (l *Locker) Close() error {
 		close(l.closing)
 		l.wg.Wait()
 		l.closeErr = l.releaseAll(held)
-		l.stmts.close()
+		l.stmts.Close()
 	})
 	return l.closeErr
 }
@@ -434,78 +219,10 @@ func (l *Locker) releaseAll(held []*Lock) error {
 	return errors.Join(errs...)
 }
 
-func (l *Locker) lockConfig(key string, opts []LockOption) (lockConfig, error) {
-	lc := lockConfig{ttl: l.cfg.ttl}
-	if err := ValidateKey(key); err != nil {
-		return lc, err
-	}
-	for _, o := range opts {
-		if o == nil {
-			return lc, fmt.Errorf("%w: nil LockOption", ErrInvalidOption)
-		}
-		if err := o(&lc); err != nil {
-			return lc, err
-		}
-	}
-	if lc.owner == "" {
-		lc.owner = newOwner()
-	} else {
-		lc.explicitOwner = true
-	}
-	return lc, nil
-}
-
-// maxRollbackRetries bounds how often an acquire the database rolled back
-// (deadlock, serialization failure) is sent again before the error is returned.
-const maxRollbackRetries = 5
-
-func (l *Locker) try(ctx context.Context, key string, lc lockConfig) (*Lock, error) {
-	if l.isClosed() {
-		return nil, ErrClosed
-	}
-	for attempt := 0; ; attempt++ {
-		start := time.Now()
-		token, ok, err := l.acquireSafe(ctx, key, lc)
-		if err != nil {
-			if l.d.classify(err) == errRolledBack && attempt < maxRollbackRetries && ctx.Err() == nil {
-				continue
-			}
-			if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
-				// The driver saw ctx's deadline (a dial or read timeout)
-				// before ctx itself reports it: say so.
-				return nil, fmt.Errorf("dblock: acquire %q: %w: %w", key, context.DeadlineExceeded, err)
-			}
-			return nil, l.wrapErr("acquire", key, err)
-		}
-		if !ok {
-			return nil, fmt.Errorf("%w: %q", ErrLocked, key)
-		}
-		l.startListener() // to hear of waiters before we release
-		lk := l.newLock(key, lc, token, start)
-		if !l.register(lk) {
-			_ = lk.release(ctx, ErrClosed)
-			return nil, ErrClosed
-		}
-		if l.debugging() {
-			l.log.Debug("dblock: acquired", "key", key, "token", token)
-		}
-		return lk, nil
-	}
-}
-
-// acquire runs the dialect's acquire; calls without Owner go through its
-// batcher, if it has one, to be combined with concurrent ones.
-func (l *Locker) acquire(ctx context.Context, key string, lc lockConfig) (int64, bool, error) {
-	if b, ok := l.d.(batcher); ok && !lc.explicitOwner && !l.cfg.noCombining {
-		return b.acquireBatched(ctx, l.q, key, lc.owner, lc.ttl)
-	}
-	return l.d.acquire(ctx, l.q, key, lc.owner, lc.ttl)
-}
-
 // wrapErr turns a driver error into dblock's: a missing table becomes
 // ErrNoSchema, a cancelled context stays visible.
 func (l *Locker) wrapErr(op, key string, err error) error {
-	if l.d.classify(err) == errNoTable {
+	if l.d.Classify(err) == dialect.NoTable {
 		return fmt.Errorf("dblock: %s %q: %w (table %s): %w", op, key, ErrNoSchema, l.cfg.table, err)
 	}
 	return fmt.Errorf("dblock: %s %q: %w", op, key, err)
@@ -521,9 +238,4 @@ func (l *Locker) isClosed() bool {
 	return l.closed
 }
 
-func ctxErr(ctx context.Context) error {
-	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
-		return fmt.Errorf("%w: %w", ctx.Err(), cause)
-	}
-	return ctx.Err()
-}
+func ctxErr(ctx context.Context) error { return dberr.Ctx(ctx) }

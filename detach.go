@@ -52,7 +52,7 @@ func (l *Locker) sweep(key, owner string) {
 		}
 		ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
 		var token int64
-		err := l.q.QueryRowContext(ctx, l.fifo.sql.owned, key, owner).Scan(&token)
+		err := l.q.QueryRowContext(ctx, l.fifo.sql.Owned, key, owner).Scan(&token)
 		if err == nil {
 			l.undoAcquire(ctx, key, owner, token)
 			cancel()
@@ -129,7 +129,7 @@ func (l *Locker) acquireDetached(ctx context.Context, key string, lc lockConfig)
 // undoAcquire releases an acquisition whose caller had left: one level off
 // the row, as Unlock would.
 func (l *Locker) undoAcquire(ctx context.Context, key, owner string, token int64) {
-	if _, err := l.d.release(ctx, l.q, key, owner, token); err != nil {
+	if _, err := l.acq.Release(ctx, l.q, key, owner, token, false); err != nil {
 		l.log.Warn("dblock: releasing a lock taken after its caller left failed; it ends with its lease", "key", key, "err", err)
 		return
 	}

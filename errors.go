@@ -1,12 +1,16 @@
 package dblock
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/dblockhq/dblock/internal/dialect"
+)
 
 // Sentinel errors. Match them with errors.Is: dblock wraps them with context
 // (the key, the cause) but never hides them.
 var (
 	// ErrLocked means another owner holds the key.
-	ErrLocked = errors.New("dblock: locked by another owner")
+	ErrLocked = dialect.ErrLocked
 	// ErrNotHeld means the lock is no longer ours: it was released already, its
 	// lease expired, or another owner took it over.
 	ErrNotHeld = errors.New("dblock: lock not held")
@@ -53,10 +57,10 @@ var (
 	// REPEATABLE READ or SERIALIZABLE on PostgreSQL, a serialization failure
 	// (40001). Roll the transaction back and run it again; MySQL has already
 	// rolled it back.
-	ErrDeadlock = errors.New("dblock: deadlock; roll back and retry the transaction")
+	ErrDeadlock = dialect.ErrDeadlock
 	// ErrLockTimeout means a row lock wait hit the database's own limit
 	// (MySQL innodb_lock_wait_timeout, 1205; PostgreSQL lock_timeout, 55P03).
 	// On PostgreSQL the transaction is aborted; on MySQL only the statement
 	// failed, but the lock was not taken.
-	ErrLockTimeout = errors.New("dblock: row lock wait timed out")
+	ErrLockTimeout = dialect.ErrLockTimeout
 )

@@ -3,10 +3,12 @@ package dblock
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/dblockhq/dblock/internal/combine"
+	"github.com/dblockhq/dblock/internal/dialect"
 )
 
 // Counts counts the statements a Locker sends through its statement cache,
@@ -23,8 +25,8 @@ type Counts struct {
 // CountStatements makes l count the statements that take and give up keys.
 // Test hook.
 func CountStatements(l *Locker) *Counts {
-	c := &countingQuerier{querier: l.q, c: new(Counts), kinds: statementKinds(l.d)}
-	c.kinds[l.fifo.sql.state] = kindQueueRead
+	c := &countingQuerier{Querier: l.q, c: new(Counts), kinds: l.d.Kinds()}
+	c.kinds[l.fifo.sql.State] = "queue read"
 	l.q = c
 	return c.c
 }
@@ -33,33 +35,8 @@ func CountStatements(l *Locker) *Counts {
 // handovers. Test hook.
 func CountAcquires(l *Locker) *atomic.Int64 {
 	n := new(atomic.Int64)
-	l.q = &countingQuerier{querier: l.q, c: new(Counts), kinds: statementKinds(l.d), onTake: func() { n.Add(1) }}
+	l.q = &countingQuerier{Querier: l.q, c: new(Counts), kinds: l.d.Kinds(), onTake: func() { n.Add(1) }}
 	return n
-}
-
-type stmtKind int
-
-const (
-	kindAcquire stmtKind = iota + 1
-	kindInPlace
-	kindHandoff
-	kindRelease
-	kindQueueRead
-)
-
-// statementKinds names each statement text of d that CountStatements counts.
-func statementKinds(d dialect) map[string]stmtKind {
-	switch d := d.(type) {
-	case *postgres:
-		return map[string]stmtKind{d.acquireSQL: kindAcquire, d.takeSQL: kindInPlace,
-			d.handoffSQL: kindHandoff, d.releaseSQL: kindRelease, d.releaseNotifySQL: kindRelease}
-	case *mysqlDialect:
-		return map[string]stmtKind{d.acquireSQL: kindAcquire, d.takeSQL: kindInPlace,
-			d.handoffSQL: kindHandoff, d.releaseSQL: kindRelease, d.releaseLastSQL: kindRelease}
-	case *sqliteDialect:
-		return map[string]stmtKind{d.acquireSQL: kindAcquire, d.handoffSQL: kindHandoff, d.releaseSQL: kindRelease}
-	}
-	panic(fmt.Sprintf("statementKinds: unknown dialect %T", d))
 }
 
 // QueueLen reports how many of l's goroutines wait for key. Test hook.
@@ -77,25 +54,25 @@ func Kicks(l *Locker) int64 { return l.kicks.Load() }
 func Notifying(l *Locker) bool { return l.notifying() }
 
 type countingQuerier struct {
-	querier
+	dialect.Querier
 	c      *Counts
-	kinds  map[string]stmtKind
+	kinds  map[string]string
 	onTake func()
 }
 
 func (c *countingQuerier) count(q string) {
 	switch c.kinds[q] {
-	case kindAcquire:
+	case "upsert":
 		c.c.Acquires.Add(1)
-	case kindInPlace:
+	case "take":
 		c.c.Acquires.Add(1)
 		c.c.InPlace.Add(1)
-	case kindHandoff:
+	case "handoff":
 		c.c.Handoffs.Add(1)
-	case kindRelease:
+	case "release":
 		c.c.Releases.Add(1)
 		return
-	case kindQueueRead:
+	case "queue read":
 		c.c.QueueReads.Add(1)
 		return
 	default:
@@ -108,76 +85,46 @@ func (c *countingQuerier) count(q string) {
 
 func (c *countingQuerier) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	c.count(q)
-	return c.querier.ExecContext(ctx, q, args...)
+	return c.Querier.ExecContext(ctx, q, args...)
 }
 
 func (c *countingQuerier) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
 	c.count(q)
-	return c.querier.QueryRowContext(ctx, q, args...)
+	return c.Querier.QueryRowContext(ctx, q, args...)
 }
 
 // ReleaseOn runs the statement with which l releases lk (the notifying one
 // if notify) on q, a *sql.Tx or *sql.Conn of the caller's, which the caller
 // then inspects. Lk stays registered. Test hook.
-func ReleaseOn(ctx context.Context, l *Locker, q querier, lk *Lock, notify bool) (bool, error) {
-	if n, ok := l.d.(notifier); ok && notify {
-		return n.releaseNotify(ctx, q, l.id, lk.key, lk.owner, lk.token)
+func ReleaseOn(ctx context.Context, l *Locker, q dialect.Querier, lk *Lock, notify bool) (bool, error) {
+	if n := l.d.Notifier(); n != nil && notify {
+		return n.ReleaseNotify(ctx, q, l.id, lk.key, lk.owner, lk.token)
 	}
-	return l.d.release(ctx, q, lk.key, lk.owner, lk.token)
+	return l.acq.Release(ctx, q, lk.key, lk.owner, lk.token, false)
 }
 
 // combinerOf returns l's combiner of kind "take" or "release".
-func combinerOf(l *Locker, kind string) *combiner {
-	takes, releases := l.d.(batcher).combiners()
+func combinerOf(l *Locker, kind string) *combine.Combiner {
+	takes, releases := l.acq.Combiners()
 	if kind == "take" {
 		return takes
 	}
 	return releases
 }
 
-// HoldBatches makes l's takes in place (kind "take") or releases
-// ("release") queue as if a statement of that kind were in flight; where
-// they share a combiner (SharedCombiner), either kind holds both. queued
-// receives once for each call that queues; end ends the pretend statement,
-// and the queued calls then run combined. Test hook.
 func HoldBatches(l *Locker, kind string) (queued <-chan struct{}, end func()) {
-	cb := combinerOf(l, kind)
-	ch := make(chan struct{}, 1024)
-	cb.mu.Lock()
-	defer cb.mu.Unlock()
-	if cb.inFlight != 0 {
-		panic("HoldBatches: a statement is in flight")
-	}
-	// As many pretend statements as may run: every call queues.
-	cb.inFlight, cb.queued = cb.limit(), ch
-	return ch, func() {
-		cb.mu.Lock()
-		cb.inFlight = 1 // the others end without handing the queue on
-		cb.mu.Unlock()
-		cb.next()
-	}
+	return combinerOf(l, kind).Hold()
 }
 
-// Batched reports how many statements of 2 or more calls l's combiner of
-// kind ran, and how many calls they carried. Test hook.
 func Batched(l *Locker, kind string) (statements, calls int64) {
-	k := 0
-	if kind == "release" {
-		k = 1
-	}
-	cb := combinerOf(l, kind)
-	return cb.batches[k].Load(), cb.combined[k].Load()
+	return combinerOf(l, kind).Stats(kind == "release")
 }
 
-// SharedCombiner reports whether l's takes and releases share a combiner
-// (MySQL's: one statement takes and releases). Test hook.
 func SharedCombiner(l *Locker) bool {
-	takes, releases := l.d.(batcher).combiners()
+	takes, releases := l.acq.Combiners()
 	return takes == releases
 }
 
-// ListenerReady is closed once l's listener holds its connection and
-// listens, or has given up. Test hook.
 func ListenerReady(l *Locker) <-chan struct{} { return l.listenReady }
 
 // TicketRenewals reports how many rounds of FIFO ticket renewals l has run.

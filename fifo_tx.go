@@ -3,14 +3,15 @@ package dblock
 import (
 	"context"
 	"database/sql"
+	"github.com/dblockhq/dblock/internal/dialect"
 )
 
 // takeTx is the take of LockTx and TryLockTx, in tx; *out gets the
 // TxLock. With nowait, a row another transaction holds counts as not
 // taken; otherwise the take waits for that transaction in the database.
-func (l *Locker) takeTx(tx *sql.Tx, td txDialect, key string, nowait bool, out **TxLock) take {
+func (l *Locker) takeTx(tx *sql.Tx, td dialect.Tx, key string, nowait bool, out **TxLock) take {
 	return func(ctx context.Context) (bool, error) {
-		token, ok, err := td.lockTx(ctx, l.db, tx, key, nowait)
+		token, ok, err := td.LockTx(ctx, l.db, tx, key, nowait)
 		if err != nil {
 			return false, l.txErr(ctx, "LockTx", key, err)
 		}
@@ -27,7 +28,7 @@ func (l *Locker) takeTx(tx *sql.Tx, td txDialect, key string, nowait bool, out *
 // ticket and waits for its turn, as Lock does, and deletes the ticket once
 // the transaction holds the key. At its turn it waits in the database for a
 // transaction that holds the key's row.
-func (l *Locker) lockTxFIFO(ctx context.Context, tx *sql.Tx, td txDialect, key string, lc lockConfig, wait bool) (*TxLock, error) {
+func (l *Locker) lockTxFIFO(ctx context.Context, tx *sql.Tx, td dialect.Tx, key string, lc lockConfig, wait bool) (*TxLock, error) {
 	if l.isClosed() {
 		return nil, ErrClosed
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/dblockhq/dblock/internal/dialect"
 )
 
 // FuzzValidateKey: a key is accepted exactly when it is 1..MaxKeyLen bytes
@@ -50,8 +52,8 @@ func FuzzValidateTable(f *testing.F) {
 		if strings.ContainsAny(name, "\"`'; \t\n\\-./*") || len(name) > MaxTableLen {
 			t.Fatalf("ValidateTable accepted %q", name)
 		}
-		for _, d := range []dialect{newPostgres(name), newMySQL(name)} {
-			q := d.quote(name)
+		for _, d := range []dialect.Dialect{dialects[Postgres](dialect.Config{Table: name}), dialects[MySQL](dialect.Config{Table: name})} {
+			q := d.Quote(name)
 			if strings.Count(q, name) != 1 || len(q) != len(name)+2 {
 				t.Fatalf("quote(%q) = %q", name, q)
 			}
@@ -96,12 +98,12 @@ func checkNameOnlyQuoted(t *testing.T, ref, got []string, name string) {
 // statements lists the SQL text a dialect builds for table.
 // They are those the dialect keeps, its migrations and its version
 // bookkeeping.
-func statements(t testing.TB, f dialectFactory, table string) []string {
-	d := f(table)
+func statements(t testing.TB, f func(dialect.Config) dialect.Dialect, table string) []string {
+	d := f(dialect.Config{Table: table})
 	var out []string
 	collectStrings(reflect.ValueOf(d), &out)
 	out = slices.DeleteFunc(out, func(s string) bool { return s == table }) // the name itself, not SQL
-	create, insert := d.versionSQL()
+	create, insert := d.VersionSQL()
 	out = append(out, create, insert)
 	migs, err := loadMigrations(d, table)
 	if err != nil {

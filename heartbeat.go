@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/dblockhq/dblock/internal/dialect"
 )
 
 // safetyMargin is how long before the lease can end on the server the holder
@@ -209,10 +211,10 @@ func (l *Locker) beat(lastErr error) error {
 
 func (l *Locker) renewChunk(ctx context.Context, chunk []*Lock) error {
 	start := time.Now()
-	refs := make([]heldRef, 0, len(chunk))
-	seen := make(map[heldRef]struct{}, len(chunk))
+	refs := make([]dialect.Ref, 0, len(chunk))
+	seen := make(map[dialect.Ref]struct{}, len(chunk))
 	for _, lk := range chunk {
-		r := heldRef{lk.key, lk.token}
+		r := dialect.Ref{Key: lk.key, Token: lk.token}
 		if _, dup := seen[r]; !dup {
 			seen[r] = struct{}{}
 			refs = append(refs, r)
@@ -221,7 +223,7 @@ func (l *Locker) renewChunk(ctx context.Context, chunk []*Lock) error {
 	if hook := l.testHookRenew.Load(); hook != nil {
 		(*hook)()
 	}
-	lost, busy, err := l.d.renew(ctx, l.db, refs)
+	lost, busy, err := l.d.Renew(ctx, l.db, refs)
 	if err != nil {
 		// Try again soon; the deadline stays where the last success put it.
 		l.mu.Lock()
@@ -238,22 +240,22 @@ func (l *Locker) renewChunk(ctx context.Context, chunk []*Lock) error {
 		}
 		return err
 	}
-	gone := make(map[heldRef]struct{}, len(lost))
+	gone := make(map[dialect.Ref]struct{}, len(lost))
 	for _, r := range lost {
 		gone[r] = struct{}{}
 	}
-	skipped := make(map[heldRef]struct{}, len(busy))
+	skipped := make(map[dialect.Ref]struct{}, len(busy))
 	for _, r := range busy {
 		skipped[r] = struct{}{}
 	}
 	var losers []*Lock
 	l.mu.Lock()
 	for _, lk := range chunk {
-		if _, ok := gone[heldRef{lk.key, lk.token}]; ok {
+		if _, ok := gone[dialect.Ref{Key: lk.key, Token: lk.token}]; ok {
 			losers = append(losers, lk)
 			continue
 		}
-		if _, ok := skipped[heldRef{lk.key, lk.token}]; ok {
+		if _, ok := skipped[dialect.Ref{Key: lk.key, Token: lk.token}]; ok {
 			// Its row is locked by a transaction (Lock.Check): not renewed,
 			// so the deadline stays; try again soon.
 			lk.nextBeat = start.Add(max(lk.interval/4, 5*time.Millisecond))

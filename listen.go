@@ -2,6 +2,7 @@ package dblock
 
 import (
 	"errors"
+	"github.com/dblockhq/dblock/internal/dialect"
 	"time"
 )
 
@@ -16,8 +17,8 @@ const (
 // notifications only): waiters need it to be woken, holders to learn that
 // someone waits.
 func (l *Locker) startListener() bool {
-	n, ok := l.d.(notifier)
-	if !ok {
+	n := l.d.Notifier()
+	if n == nil {
 		return false
 	}
 	l.listenOnce.Do(func() {
@@ -55,12 +56,12 @@ func (l *Locker) notifying() bool { return l.listenState.Load() == listenOn }
 
 // listenLoop keeps one listening connection, reconnecting with backoff; after
 // each (re)connection it wakes every waiter, as events may have been missed.
-func (l *Locker) listenLoop(n notifier) {
+func (l *Locker) listenLoop(n dialect.Notifier) {
 	defer l.wg.Done()
 	defer l.readyOnce.Do(func() { close(l.listenReady) })
 	b := newBackoff(50*time.Millisecond, 5*time.Second)
 	for {
-		err := n.listen(l.ctx, l.db,
+		err := n.Listen(l.ctx, l.db,
 			func() {
 				l.listenState.Store(listenOn)
 				l.readyOnce.Do(func() { close(l.listenReady) })
@@ -68,7 +69,7 @@ func (l *Locker) listenLoop(n notifier) {
 				b = newBackoff(50*time.Millisecond, 5*time.Second)
 			},
 			l.onEvent)
-		if errors.Is(err, errNoNotify) {
+		if errors.Is(err, dialect.ErrNoNotify) {
 			l.listenState.Store(listenUnsupported)
 			return
 		}
@@ -155,8 +156,8 @@ func markUntil(m *map[string]time.Time, key string, t time.Time) {
 // wantedElsewhere reports whether another Locker said lately that it waits
 // for key.
 func (l *Locker) wantedElsewhere(key string) bool {
-	n, ok := l.d.(notifier)
-	if !ok {
+	n := l.d.Notifier()
+	if n == nil {
 		return false
 	}
 	l.wantMu.Lock()
@@ -164,7 +165,7 @@ func (l *Locker) wantedElsewhere(key string) bool {
 	if len(l.wanted) == 0 {
 		return false
 	}
-	tag := n.tag(key)
+	tag := n.Tag(key)
 	until, ok := l.wanted[tag]
 	if ok && time.Now().After(until) {
 		delete(l.wanted, tag)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/dblockhq/dblock/internal/dialect"
 )
 
 // Lock is one acquisition of a key. Its methods are safe for concurrent use.
@@ -197,15 +199,13 @@ func (k *Lock) end(cause error) bool {
 func (k *Lock) releaseRow(ctx context.Context) (wake bool, err error) {
 	// Notify only when another Locker waits; otherwise spare the commit a
 	// NOTIFY (PostgreSQL serialises notifying commits).
-	n, can := k.l.d.(notifier)
-	notify := can && k.l.notifying() && k.l.wantedElsewhere(k.key)
+	n := k.l.d.Notifier()
+	notify := n != nil && k.l.notifying() && k.l.wantedElsewhere(k.key)
 	ok, uncertain, err := k.l.retryRelease(ctx, func() (bool, error) {
 		if notify {
-			return n.releaseNotify(ctx, k.l.q, k.l.id, k.key, k.owner, k.token)
-		} else if b, can := k.l.d.(batcher); can && k.batchable() {
-			return b.releaseBatched(ctx, k.l.q, k.key, k.owner, k.token)
+			return n.ReleaseNotify(ctx, k.l.q, k.l.id, k.key, k.owner, k.token)
 		}
-		return k.l.d.release(ctx, k.l.q, k.key, k.owner, k.token)
+		return k.l.acq.Release(ctx, k.l.q, k.key, k.owner, k.token, k.batchable())
 	})
 	if err != nil {
 		return true, fmt.Errorf("%w (the row stays held until its lease of %v ends)", k.l.wrapErr("release", k.key, err), k.ttl)
@@ -238,11 +238,11 @@ func (l *Locker) retryRelease(ctx context.Context, release func() (bool, error))
 		if err == nil {
 			return ok, uncertain && !ok, nil
 		}
-		class := l.d.classify(err)
-		if class != errRolledBack && class != errConn {
+		class := l.d.Classify(err)
+		if class != dialect.RolledBack && class != dialect.Conn {
 			return false, uncertain, err
 		}
-		uncertain = uncertain || class == errConn
+		uncertain = uncertain || class == dialect.Conn
 		t := time.NewTimer(b.Next())
 		select {
 		case <-t.C:

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/dblockhq/dblock/internal/dialect"
 )
 
 // TxLock is a key held by a database transaction, from LockTx or TryLockTx.
@@ -111,7 +112,7 @@ func (l *Locker) lockTx(ctx context.Context, tx *sql.Tx, key string, opts []Lock
 		if l.isClosed() {
 			return nil, ErrClosed
 		}
-		token, ok, err := td.lockTx(ctx, l.db, tx, key, !wait)
+		token, ok, err := td.LockTx(ctx, l.db, tx, key, !wait)
 		if err != nil {
 			return nil, l.txErr(ctx, "LockTx", key, err)
 		}
@@ -141,8 +142,8 @@ func (l *Locker) txErr(ctx context.Context, op, key string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("dblock: %s %q: %w: %w", op, key, ctxErr(ctx), err)
 	}
-	if td, ok := l.d.(txDialect); ok {
-		if s := td.txErr(err); s != nil {
+	if td := l.d.Tx(); td != nil {
+		if s := td.TxErr(err); s != nil {
 			return fmt.Errorf("dblock: %s %q: %w: %w", op, key, s, err)
 		}
 	}
@@ -152,9 +153,9 @@ func (l *Locker) txErr(ctx context.Context, op, key string, err error) error {
 // txDialect returns the dialect's transaction support, or an error wrapping
 // errors.ErrUnsupported (SQLite: its writers lock the whole file, so use a
 // plain Lock around the transaction instead).
-func (l *Locker) txDialect(op string) (txDialect, error) {
-	td, ok := l.d.(txDialect)
-	if !ok {
+func (l *Locker) txDialect(op string) (dialect.Tx, error) {
+	td := l.d.Tx()
+	if td == nil {
 		return nil, fmt.Errorf("dblock: %s on %s: %w", op, l.dialect, errors.ErrUnsupported)
 	}
 	return td, nil

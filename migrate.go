@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"github.com/dblockhq/dblock/internal/dialect"
 	"io/fs"
 	"path"
 	"regexp"
@@ -32,8 +33,8 @@ var (
 
 // loadMigrations reads d's up migrations from schema.FS and names table in
 // place of the files' lock_table. table must be validated already.
-func loadMigrations(d dialect, table string) ([]migration, error) {
-	dir := d.migrationsDir()
+func loadMigrations(d dialect.Dialect, table string) ([]migration, error) {
+	dir := d.Name()
 	entries, err := fs.ReadDir(schema.FS, dir)
 	if err != nil {
 		return nil, err
@@ -52,7 +53,7 @@ func loadMigrations(d dialect, table string) ([]migration, error) {
 		if err != nil {
 			return nil, err
 		}
-		body := renameTable(string(text), table, d.quote)
+		body := renameTable(string(text), table, d.Quote)
 		out = append(out, migration{version: v, name: m[2], statements: splitStatements(body)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
@@ -81,7 +82,7 @@ func renameTable(text, table string, quote func(string) string) string {
 
 // SchemaVersion is the newest schema version this dblock knows.
 func SchemaVersion() int64 {
-	ms, err := loadMigrations(dialects[Postgres](DefaultTable), DefaultTable)
+	ms, err := loadMigrations(dialects[Postgres](dialect.Config{Table: DefaultTable}), DefaultTable)
 	if err != nil || len(ms) == 0 {
 		return 0
 	}
@@ -120,7 +121,7 @@ func Migrate(ctx context.Context, db *sql.DB, opts ...Option) (err error) {
 		return fmt.Errorf("dblock: migrate: %w", err)
 	}
 	defer conn.Close()
-	unlock, err := d.migrateLock(ctx, conn, c.table)
+	unlock, err := d.MigrateLock(ctx, conn, c.table)
 	if err != nil {
 		return fmt.Errorf("dblock: migrate: taking the migration lock: %w", err)
 	}
@@ -131,12 +132,12 @@ func Migrate(ctx context.Context, db *sql.DB, opts ...Option) (err error) {
 			err = errors.Join(err, fmt.Errorf("dblock: migrate: releasing the migration lock: %w", uerr))
 		}
 	}()
-	create, insert := d.versionSQL()
+	create, insert := d.VersionSQL()
 	if _, err := conn.ExecContext(ctx, create); err != nil {
 		return fmt.Errorf("dblock: migrate: creating the version table: %w", err)
 	}
 	var current int64
-	q := `SELECT COALESCE(MAX(version), 0) FROM ` + d.quote(c.table+"_version")
+	q := `SELECT COALESCE(MAX(version), 0) FROM ` + d.Quote(c.table+"_version")
 	if err := conn.QueryRowContext(ctx, q).Scan(&current); err != nil {
 		return fmt.Errorf("dblock: migrate: reading the schema version: %w", err)
 	}
@@ -148,7 +149,7 @@ func Migrate(ctx context.Context, db *sql.DB, opts ...Option) (err error) {
 			continue
 		}
 		for _, stmt := range m.statements {
-			if _, err := conn.ExecContext(ctx, stmt); err != nil && !alreadyApplied(d, err) {
+			if _, err := conn.ExecContext(ctx, stmt); err != nil && !d.AlreadyApplied(err) {
 				return fmt.Errorf("dblock: migrate: version %d (%s): %w\n%s", m.version, m.name, err, firstLine(stmt))
 			}
 		}
@@ -160,19 +161,29 @@ func Migrate(ctx context.Context, db *sql.DB, opts ...Option) (err error) {
 	return nil
 }
 
-// rerunner is implemented by dialects whose DDL cannot say IF NOT EXISTS
-// everywhere (SQLite's ADD COLUMN): it recognises the error of a statement
-// that had already been applied, by another tool or an interrupted Migrate.
-type rerunner interface {
-	alreadyApplied(err error) bool
-}
-
-func alreadyApplied(d dialect, err error) bool {
-	r, ok := d.(rerunner)
-	return ok && r.alreadyApplied(err)
-}
-
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
+}
+
+// splitStatements splits a migration file at semicolons that end a line.
+func splitStatements(sqlText string) []string {
+	var out []string
+	var cur strings.Builder
+	for _, line := range strings.SplitAfter(sqlText, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "--") {
+			continue
+		}
+		cur.WriteString(line)
+		if strings.HasSuffix(strings.TrimRight(line, " \t\r\n"), ";") {
+			if s := strings.TrimSpace(cur.String()); s != "" {
+				out = append(out, strings.TrimSuffix(s, ";"))
+			}
+			cur.Reset()
+		}
+	}
+	if s := strings.TrimSpace(cur.String()); s != "" {
+		out = append(out, strings.TrimSuffix(s, ";"))
+	}
+	return out
 }

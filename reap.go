@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
-)
 
-// reapBatch bounds the rows one reaping statement deletes, so no statement
-// keeps many rows locked for long.
-const reapBatch = 500
+	"github.com/dblockhq/dblock/internal/dialect"
+)
 
 // A reap batch that could not get the reap fence is tried again up to
 // reapFenceTries times, after jittered pauses from reapFencePause/2 growing
@@ -42,10 +40,10 @@ func (l *Locker) Reap(ctx context.Context) (int, error) {
 	total, retries, fenceTries := 0, 0, 0
 	fence := newBackoff(reapFencePause/2, 5*reapFencePause)
 	for {
-		keys, err := l.d.reap(ctx, l.db, reapBatch)
+		keys, err := l.d.Reap(ctx, l.db, dialect.ReapBatch)
 		total += len(keys)
 		if err != nil {
-			if l.d.classify(err) == errRolledBack && retries < maxRollbackRetries && ctx.Err() == nil {
+			if l.d.Classify(err) == dialect.RolledBack && retries < maxRollbackRetries && ctx.Err() == nil {
 				retries++
 				continue
 			}
@@ -60,7 +58,7 @@ func (l *Locker) Reap(ctx context.Context) (int, error) {
 		if len(keys) > 0 {
 			l.log.Info("dblock: reaped expired locks", "count", len(keys), "keys", keys)
 		}
-		if len(keys) < reapBatch {
+		if len(keys) < dialect.ReapBatch {
 			l.reapQueue(ctx)
 			return total, nil
 		}

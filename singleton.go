@@ -148,7 +148,7 @@ func (s *singleton) finish(ctx context.Context, lk *Lock, start time.Time) error
 		return fmt.Errorf("job ran past LockAtMostFor %v or its lock was broken: %w", s.cfg.atMost, err)
 	}
 	if time.Since(start) < s.cfg.atLeast {
-		return lk.linger(ctx, start, s.cfg.atLeast)
+		return lk.linger(ctx, s.cfg.atLeast)
 	}
 	return lk.Unlock(ctx)
 }
@@ -162,36 +162,16 @@ func (k *Lock) stopRenewing() {
 	k.l.mu.Unlock()
 }
 
-// lingerDialect is implemented by dialects that can leave a released lock
-// held until a moment measured from its acquisition by the database clock.
-type lingerDialect interface {
-	// linger sets the lease of acquisition (key, owner, token), at depth 1,
-	// to end atLeast after it was taken; ok is false when that moment has
-	// passed or the acquisition is no longer live.
-	linger(ctx context.Context, q querier, key, owner string, token int64, atLeast time.Duration) (ok bool, err error)
-}
-
 // linger ends k locally and leaves its row held until atLeast after it was
-// taken (start is when the acquisition was sent), or releases it at once if
+// taken, by the database clock, or releases it at once if
 // that moment has passed.
-func (k *Lock) linger(ctx context.Context, start time.Time, atLeast time.Duration) error {
-	ld, ok := k.l.d.(lingerDialect)
-	if !ok {
-		// Hold the lock in the process instead, on the monotonic clock.
-		t := time.NewTimer(time.Until(start.Add(atLeast)))
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-k.Done():
-		}
-		return k.Unlock(ctx)
-	}
+func (k *Lock) linger(ctx context.Context, atLeast time.Duration) error {
 	if !k.end(ErrReleased) {
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, k.key, k.Err())
 	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	if ok, err := ld.linger(lctx, k.l.db, k.key, k.owner, k.token, atLeast); err != nil || ok {
+	if ok, err := k.l.d.Linger(lctx, k.l.db, k.key, k.owner, k.token, atLeast); err != nil || ok {
 		if err != nil {
 			return k.l.wrapErr("linger", k.key, err)
 		}

@@ -3,6 +3,8 @@ package dblock
 import (
 	"context"
 	"fmt"
+
+	"github.com/dblockhq/dblock/internal/dialect"
 )
 
 // transient reports whether err may heal by itself: a refused, reset or
@@ -11,8 +13,8 @@ import (
 // timeout). Authentication, an unknown database, a missing table or a
 // missing privilege do not heal, and are not transient.
 func (l *Locker) transient(err error) bool {
-	c := l.d.classify(err)
-	return c == errConn || c == errRolledBack
+	c := l.d.Classify(err)
+	return c == dialect.Conn || c == dialect.RolledBack
 }
 
 // waitEnded is the error of a wait for key that ctx ended; last is the
@@ -42,4 +44,4 @@ func (l *Locker) rideOut(ctx context.Context, key string, err error, last *error
 // run: then a waiter without Owner tries again under a new owner memo, so
 // a row that attempt may have taken runs out at the end of its lease
 // rather than being entered twice.
-func (l *Locker) uncertain(err error) bool { return l.d.classify(err) == errConn }
+func (l *Locker) uncertain(err error) bool { return l.d.Classify(err) == dialect.Conn }

@@ -3,6 +3,7 @@ package dblock
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/dblockhq/dblock/internal/retry"
@@ -39,5 +40,55 @@ func (l *Locker) pause(ctx context.Context, key string, b *backoff) error {
 		return fmt.Errorf("dblock: waiting for %q: %w", key, ctxErr(ctx))
 	case <-l.closing:
 		return ErrClosed
+	}
+}
+
+// pollDelay is how long a waiter for key waits before it polls: about
+// fairPoll while Lockers contend without release events, else b's next.
+func (l *Locker) pollDelay(key string, b *backoff) time.Duration {
+	if l.fairPolling(key) {
+		return fairPoll/2 + rand.N(fairPoll)
+	}
+	return b.Next()
+}
+
+// heldElsewhere reports whether a read shows key held by another owner;
+// false when the read fails (the acquire then reports the error).
+func (l *Locker) heldElsewhere(ctx context.Context, key, owner string) bool {
+	held, err := l.d.Held(ctx, l.q, key, owner)
+	return held && err == nil
+}
+
+// leaveQueue takes w out of key's queue. A handover to w may be in flight:
+// its outcome is then awaited, and a lock it brought is released (or handed
+// on) at once, since w's caller no longer wants it.
+func (l *Locker) leaveQueue(key string, w *waiter) {
+	var unwanted *Lock
+	for !l.waits.leave(key, w) {
+		unwanted = <-w.grant
+	}
+	select {
+	case unwanted = <-w.grant: // granted as ctx ended
+	default:
+	}
+	l.unlockUnwanted(key, unwanted)
+}
+
+func (l *Locker) unlockUnwanted(key string, lk *Lock) {
+	if lk == nil {
+		return
+	}
+	if err := lk.Unlock(context.Background()); err != nil {
+		l.log.Warn("dblock: releasing a lock handed to a waiter that left", "key", key, "err", err)
+	}
+}
+
+// announceWant tells the key's holder, wherever it is, that we wait, so its
+// release notifies us. Best effort: a waiter that is not notified polls.
+func (l *Locker) announceWant(ctx context.Context, key string) {
+	if n := l.d.Notifier(); n != nil && l.notifying() {
+		if err := n.Want(ctx, l.q, l.id, key); err != nil {
+			l.log.Debug("dblock: announcing a waiter failed", "key", key, "err", err)
+		}
 	}
 }

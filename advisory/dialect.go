@@ -3,9 +3,9 @@ package advisory
 import (
 	"database/sql"
 	"fmt"
-	"reflect"
 
 	"github.com/dblockhq/dblock"
+	ddialect "github.com/dblockhq/dblock/internal/dialect"
 )
 
 // mode is the kind of advisory lock a statement takes.
@@ -54,30 +54,18 @@ var dialects = map[dblock.Dialect]dialect{
 	dblock.MySQL:    mysql{},
 }
 
-// driverDialects maps a driver's package path to its dialect. It is a copy of
-// the root package's unexported map (dialect.go): keep the two in step.
-var driverDialects = map[string]dblock.Dialect{
-	"github.com/jackc/pgx/v5/stdlib": dblock.Postgres,
-	"github.com/jackc/pgx/v4/stdlib": dblock.Postgres,
-	"github.com/lib/pq":              dblock.Postgres,
-	"github.com/go-sql-driver/mysql": dblock.MySQL,
-}
-
 // resolveDialect returns the dialect named by the option, or learned from
 // db's driver by the same rule as dblock.New.
 func resolveDialect(db *sql.DB, name dblock.Dialect) (dialect, dblock.Dialect, error) {
 	if name == "" {
-		t := reflect.TypeOf(db.Driver())
-		for t != nil && t.Kind() == reflect.Pointer {
-			t = t.Elem()
-		}
-		if t == nil {
+		found, ok, drv := ddialect.Detect(db.Driver())
+		switch {
+		case drv == "":
 			return nil, "", fmt.Errorf("%w: nil driver; pass WithDialect", dblock.ErrUnknownDialect)
+		case !ok || dialects[dblock.Dialect(found)] == nil:
+			return nil, "", fmt.Errorf("%w: driver %s; pass WithDialect", dblock.ErrUnknownDialect, drv)
 		}
-		var ok bool
-		if name, ok = driverDialects[t.PkgPath()]; !ok {
-			return nil, "", fmt.Errorf("%w: driver %s; pass WithDialect", dblock.ErrUnknownDialect, t.String())
-		}
+		name = dblock.Dialect(found)
 	}
 	return dialects[name], name, nil
 }

@@ -4,9 +4,11 @@
 package dberr
 
 import (
+	"context"
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -74,4 +76,13 @@ func SQLState(err error) string {
 		return s.SQLState()
 	}
 	return ""
+}
+
+// Ctx returns ctx's error, joined with its cause when one was given
+// (context.WithCancelCause), so both match with errors.Is.
+func Ctx(ctx context.Context) error {
+	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+		return fmt.Errorf("%w: %w", ctx.Err(), cause)
+	}
+	return ctx.Err()
 }

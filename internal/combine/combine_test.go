@@ -1,37 +1,39 @@
-package dblock
+package combine
 
 import (
 	"context"
 	"testing"
+
+	"github.com/dblockhq/dblock/internal/dialect"
 )
 
 // fakeCombiner returns a combiner whose statements block until released:
 // started receives each statement's keys as it starts, and a send on
 // release ends the oldest one.
-func fakeCombiner() (cb *combiner, started chan []string, release chan struct{}) {
+func fakeCombiner() (cb *Combiner, started chan []string, release chan struct{}) {
 	started, release = make(chan []string, 64), make(chan struct{})
-	run := func(cs []*batchCall) {
+	run := func(cs []*dialect.Call) {
 		keys := make([]string, len(cs))
 		for i, c := range cs {
-			keys[i] = c.key
+			keys[i] = c.Key
 		}
 		started <- keys
 		<-release
 		for _, c := range cs {
-			c.ok = true
+			c.OK = true
 		}
 	}
-	cb = &combiner{
-		one:  func(_ context.Context, c *batchCall) { run([]*batchCall{c}) },
-		many: func(_ context.Context, _ querier, cs []*batchCall) { run(cs) },
+	cb = &Combiner{
+		one:  func(_ context.Context, _ dialect.Querier, c *dialect.Call) { run([]*dialect.Call{c}) },
+		many: func(_ context.Context, _ dialect.Querier, cs []*dialect.Call) { run(cs) },
 	}
 	return cb, started, release
 }
 
-func call(cb *combiner, key string) <-chan *batchCall {
-	done := make(chan *batchCall, 1)
+func do(cb *Combiner, key string) <-chan *call {
+	done := make(chan *call, 1)
 	go func() {
-		c := &batchCall{ctx: context.Background(), key: key}
+		c := &call{Call: dialect.Call{Key: key}, ctx: context.Background()}
 		cb.do(c)
 		done <- c
 	}()
@@ -41,7 +43,7 @@ func call(cb *combiner, key string) <-chan *batchCall {
 // While calls seldom queue, two run at once, each alone.
 func TestCombinerTwoAlone(t *testing.T) {
 	cb, started, release := fakeCombiner()
-	a, b := call(cb, "a"), call(cb, "b")
+	a, b := do(cb, "a"), do(cb, "b")
 	first, second := <-started, <-started // both run before either ends
 	if len(first) != 1 || len(second) != 1 {
 		t.Fatalf("statements %v, %v: want two calls alone", first, second)
@@ -63,9 +65,9 @@ func TestCombinerOneWhenBusy(t *testing.T) {
 	queued := make(chan struct{}, 8)
 	cb.queued = queued
 	cb.load = loadScale // as after a stretch of statements ending with a call queued
-	x := call(cb, "x")
+	x := do(cb, "x")
 	<-started
-	p, q := call(cb, "p"), call(cb, "q")
+	p, q := do(cb, "p"), do(cb, "q")
 	<-queued
 	<-queued
 	select {
@@ -78,13 +80,13 @@ func TestCombinerOneWhenBusy(t *testing.T) {
 		t.Fatalf("next statement %v, want p and q together", keys)
 	}
 	release <- struct{}{}
-	for _, ch := range []<-chan *batchCall{x, p, q} {
-		if c := <-ch; !c.ok {
-			t.Fatalf("%s not done", c.key)
+	for _, ch := range []<-chan *call{x, p, q} {
+		if c := <-ch; !c.OK {
+			t.Fatalf("%s not done", c.Key)
 		}
 	}
 	for range 8 {
-		done := call(cb, "alone")
+		done := do(cb, "alone")
 		<-started
 		release <- struct{}{}
 		<-done
@@ -102,9 +104,9 @@ func TestSharedCombiner(t *testing.T) {
 	cb.shared = true
 	queued := make(chan struct{}, 8)
 	cb.queued = queued
-	var alone []<-chan *batchCall
+	var alone []<-chan *call
 	for _, k := range []string{"a", "b", "c"} {
-		alone = append(alone, call(cb, k))
+		alone = append(alone, do(cb, k))
 		if keys := <-started; len(keys) != 1 {
 			t.Fatalf("statement %v, want %s alone", keys, k)
 		}
@@ -112,13 +114,13 @@ func TestSharedCombiner(t *testing.T) {
 	if got := cb.limit(); got != sharedCalls-1 {
 		t.Fatalf("limit %d with %d calls in, want %d", got, sharedCalls-1, sharedCalls-1)
 	}
-	releases := make(chan *batchCall, 1)
+	releases := make(chan *call, 1)
 	go func() {
-		c := &batchCall{ctx: context.Background(), key: "r", release: true}
+		c := &call{Call: dialect.Call{Key: "r", Release: true}, ctx: context.Background()}
 		cb.do(c)
 		releases <- c
 	}()
-	more := []<-chan *batchCall{call(cb, "d"), call(cb, "e")}
+	more := []<-chan *call{do(cb, "d"), do(cb, "e")}
 	for range 3 {
 		<-queued
 	}
@@ -136,8 +138,8 @@ func TestSharedCombiner(t *testing.T) {
 	}
 	release <- struct{}{}
 	for _, ch := range append(more, releases) {
-		if c := <-ch; !c.ok {
-			t.Fatalf("%s not done", c.key)
+		if c := <-ch; !c.OK {
+			t.Fatalf("%s not done", c.Key)
 		}
 	}
 	if n, calls := cb.batches[0].Load(), cb.combined[0].Load(); n != 1 || calls != 2 {

@@ -1,14 +1,13 @@
-package dblock
+package postgres
 
 import (
 	"context"
 	"database/sql"
 	"strings"
 	"time"
-)
 
-var _ adminDialect = (*postgres)(nil)
-var _ lingerDialect = (*postgres)(nil)
+	"github.com/dblockhq/dblock/internal/dialect"
+)
 
 // pgInfoCols are the columns scanInfo reads, durations computed with the
 // server's clock.
@@ -17,22 +16,22 @@ const pgInfoCols = `l.key_id, l.memo, l.depth, l.token,
   (EXTRACT(EPOCH FROM (l.update_time + l.lease_ms * interval '1 millisecond' - statement_timestamp())) * 1000000)::bigint AS expires_us`
 
 func (p *postgres) adminReplacer() *strings.Replacer {
-	return strings.NewReplacer("{t}", p.quote(p.table), "{cols}", pgInfoCols, "{expired}", pgExpired)
+	return strings.NewReplacer("{t}", p.Quote(p.table), "{cols}", pgInfoCols, "{expired}", pgExpired)
 }
 
-func (p *postgres) list(ctx context.Context, q querier) ([]LockInfo, error) {
+func (p *postgres) List(ctx context.Context, q dialect.Querier) ([]dialect.Info, error) {
 	rows, err := q.QueryContext(ctx, p.adminReplacer().Replace(`SELECT {cols} FROM {t} AS l
 WHERE l.depth > 0 AND NOT ({expired})
 ORDER BY l.key_id COLLATE "C"`))
 	if err != nil {
 		return nil, err
 	}
-	return scanInfos(rows)
+	return dialect.ScanInfos(rows)
 }
 
-// forceRelease locks the live row, then releases it in place, in one
+// ForceRelease locks the live row, then releases it in place, in one
 // statement, returning what the row held before.
-func (p *postgres) forceRelease(ctx context.Context, q querier, key string) (LockInfo, bool, error) {
+func (p *postgres) ForceRelease(ctx context.Context, q dialect.Querier, key string) (dialect.Info, bool, error) {
 	row := q.QueryRowContext(ctx, p.adminReplacer().Replace(`WITH old AS (
   SELECT {cols} FROM {t} AS l
   WHERE l.key_id = $1 AND l.depth > 0 AND NOT ({expired})
@@ -40,17 +39,17 @@ func (p *postgres) forceRelease(ctx context.Context, q querier, key string) (Loc
 UPDATE {t} AS l SET depth = 0, memo = '', lease_ms = 0, update_time = statement_timestamp()
 FROM old WHERE l.key_id = old.key_id
 RETURNING old.key_id, old.memo, old.depth, old.token, old.held_us, old.expires_us`), key)
-	info, err := scanInfo(row)
+	info, err := dialect.ScanInfo(row)
 	if err == sql.ErrNoRows {
-		return LockInfo{}, false, nil
+		return dialect.Info{}, false, nil
 	}
 	return info, err == nil, err
 }
 
-// linger shortens the lease of a depth-1 acquisition so that it ends atLeast
+// Linger shortens the lease of a depth-1 acquisition so that it ends atLeast
 // after the acquisition by the server's clock; ok is false when that moment
 // has passed or the acquisition is no longer live.
-func (p *postgres) linger(ctx context.Context, q querier, key, owner string, token int64, atLeast time.Duration) (bool, error) {
+func (p *postgres) Linger(ctx context.Context, q dialect.Querier, key, owner string, token int64, atLeast time.Duration) (bool, error) {
 	res, err := q.ExecContext(ctx, p.adminReplacer().Replace(`UPDATE {t} AS l
 SET lease_ms = $4::bigint - FLOOR(EXTRACT(EPOCH FROM (l.update_time - l.acquired_time)) * 1000)::bigint
 WHERE l.key_id = $1 AND l.memo = $2 AND l.token = $3 AND l.depth = 1 AND NOT ({expired})

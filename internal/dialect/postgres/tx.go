@@ -1,4 +1,4 @@
-package dblock
+package postgres
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/dblockhq/dblock/internal/dberr"
+	"github.com/dblockhq/dblock/internal/dialect"
 )
 
 // pgTx holds PostgreSQL's statements for locks inside a caller's
@@ -18,32 +21,25 @@ type pgTx struct {
 
 // pgSavepoint brackets TryLockTx's NOWAIT probe: a PostgreSQL error aborts
 // the whole transaction, and rolling back to the savepoint keeps the
-// caller's transaction usable after ErrLocked.
+// caller's transaction usable after dialect.ErrLocked.
 const pgSavepoint = "dblock_trylocktx"
 
 func newPgTx(r *strings.Replacer) *pgTx {
 	return &pgTx{
-		rowNowait: r.Replace(`SELECT 1 FROM {t} AS l WHERE l.key_id = $1 AND (l.depth = 0 OR {expired}) FOR UPDATE NOWAIT`),
-		take: r.Replace(`UPDATE {t} AS l SET
-  token = nextval('{seq}'), memo = '', depth = 0, lease_ms = 0, update_time = statement_timestamp()
-WHERE l.key_id = $1 AND (l.depth = 0 OR {expired})
-RETURNING l.token`),
-		create: r.Replace(`INSERT INTO {t} (key_id, memo, depth, token, lease_ms, update_time)
-VALUES ($1, '', 0, nextval('{seq}'), 0, statement_timestamp())
-ON CONFLICT (key_id) DO NOTHING`),
-		check: r.Replace(`SELECT 1 FROM {t} AS l
-WHERE l.key_id = $1 AND l.memo = $2 AND l.token = $3 AND l.depth > 0 AND NOT ({expired})
-FOR SHARE`),
+		rowNowait: queries.Get("tx.rowNowait", r),
+		take:      queries.Get("tx.take", r),
+		create:    queries.Get("tx.create", r),
+		check:     queries.Get("tx.check", r),
 	}
 }
 
-// lockTx takes a free row in tx. A missing row is created released, outside
+// LockTx takes a free row in tx. A missing row is created released, outside
 // tx, so that no other transaction ever waits for tx's uncommitted insert
 // (which would make TryLockTx wait and hide the row from NOWAIT). If tx still
 // cannot see the row, it inserts it itself: that conflicts with a row a lease
 // holder took meanwhile (no lock taken) or, under REPEATABLE READ, with a row
-// newer than tx's snapshot (a serialization failure, ErrDeadlock).
-func (p *postgres) lockTx(ctx context.Context, db *sql.DB, tx *sql.Tx, key string, nowait bool) (int64, bool, error) {
+// newer than tx's snapshot (a serialization failure, dialect.ErrDeadlock).
+func (p *postgres) LockTx(ctx context.Context, db *sql.DB, tx *sql.Tx, key string, nowait bool) (int64, bool, error) {
 	token, ok, err := p.takeTx(ctx, tx, key, nowait)
 	if err != nil || ok {
 		if errors.Is(err, errRowBusy) {
@@ -105,19 +101,19 @@ func (p *postgres) rowNowait(ctx context.Context, tx *sql.Tx, key string) error 
 		_, err = tx.ExecContext(ctx, `RELEASE SAVEPOINT `+pgSavepoint)
 		return err
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dialect.ReleaseTimeout)
 	defer cancel()
 	if _, rerr := tx.ExecContext(rctx, `ROLLBACK TO SAVEPOINT `+pgSavepoint); rerr != nil {
 		return errors.Join(err, fmt.Errorf("rollback to savepoint: %w", rerr))
 	}
-	if sqlState(err) == pgLockNotAvailable {
+	if dberr.SQLState(err) == pgLockNotAvailable {
 		return errRowBusy
 	}
 	return err
 }
 
-func (p *postgres) checkTx(ctx context.Context, tx *sql.Tx, key, owner string, token int64) (bool, error) {
-	return rowExists(ctx, tx, p.tx.check, key, owner, token)
+func (p *postgres) CheckTx(ctx context.Context, tx *sql.Tx, key, owner string, token int64) (bool, error) {
+	return dialect.RowExists(ctx, tx, p.tx.check, key, owner, token)
 }
 
 // PostgreSQL SQLSTATEs of lock conflicts inside a transaction.
@@ -127,12 +123,12 @@ const (
 	pgLockNotAvailable = "55P03"
 )
 
-func (p *postgres) txErr(err error) error {
-	switch sqlState(err) {
+func (p *postgres) TxErr(err error) error {
+	switch dberr.SQLState(err) {
 	case pgDeadlock, pgSerialization:
-		return ErrDeadlock
+		return dialect.ErrDeadlock
 	case pgLockNotAvailable:
-		return ErrLockTimeout
+		return dialect.ErrLockTimeout
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package dblock
+package mysql
 
 import (
 	"context"
@@ -7,7 +7,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/go-sql-driver/mysql"
+	"github.com/dblockhq/dblock/internal/dialect"
+	driver "github.com/go-sql-driver/mysql"
 )
 
 // myTx holds MySQL's statements for locks inside a caller's transaction.
@@ -33,18 +34,11 @@ const myCreateTries = 3
 
 func newMyTx(r *strings.Replacer) *myTx {
 	return &myTx{
-		probe: r.Replace(`SELECT depth > 0 AND NOT ({expired}) FROM {t} WHERE key_id = ?`),
-		create: r.Replace(`INSERT INTO {t} (key_id, memo, depth, token, lease_ms, update_time)
-SELECT ?, '', 0, f.floor_token, 0, UTC_TIMESTAMP(6)
-FROM {fence} AS f WHERE f.id = 1 LOCK IN SHARE MODE
-ON DUPLICATE KEY UPDATE key_id = key_id`),
-		rowNowait: r.Replace(`SELECT key_id FROM {t} WHERE key_id = ? FOR UPDATE NOWAIT`),
-		take: r.Replace(`UPDATE {t} SET
-  token = LAST_INSERT_ID(token + 1), memo = '', lease_ms = 0, update_time = UTC_TIMESTAMP(6), depth = 0
-WHERE key_id = ? AND (depth = 0 OR {expired})`),
-		check: r.Replace(`SELECT 1 FROM {t}
-WHERE key_id = ? AND memo = ? AND token = ? AND depth > 0 AND NOT ({expired})
-LOCK IN SHARE MODE`),
+		probe:     queries.Get("tx.probe", r),
+		create:    queries.Get("tx.create", r),
+		rowNowait: queries.Get("tx.rowNowait", r),
+		take:      queries.Get("tx.take", r),
+		check:     queries.Get("tx.check", r),
 	}
 }
 
@@ -71,13 +65,13 @@ func (m *mysqlDialect) probe(ctx context.Context, db *sql.DB, key string) (rowSt
 	return rowFree, nil
 }
 
-// lockTx takes the row in three steps: probe and create outside tx, then
+// LockTx takes the row in three steps: probe and create outside tx, then
 // lock and take inside it. A row the reaper deletes in between is created
 // again. A lease holder that takes the key in between leaves tx holding a
 // lock on its row (see myTx), which lockTx reports as an error wrapping
-// ErrLocked rather than waiting with it: waiting would stop the holder's
+// dialect.ErrLocked rather than waiting with it: waiting would stop the holder's
 // renewals and Unlock until tx ends.
-func (m *mysqlDialect) lockTx(ctx context.Context, db *sql.DB, tx *sql.Tx, key string, nowait bool) (int64, bool, error) {
+func (m *mysqlDialect) LockTx(ctx context.Context, db *sql.DB, tx *sql.Tx, key string, nowait bool) (int64, bool, error) {
 	for range myCreateTries {
 		st, err := m.probe(ctx, db, key)
 		if err != nil || st == rowLive {
@@ -116,29 +110,29 @@ func (m *mysqlDialect) lockTx(ctx context.Context, db *sql.DB, tx *sql.Tx, key s
 			return 0, false, err
 		}
 		if st == rowLive {
-			return 0, false, fmt.Errorf("%w: %q: a lease holder took it while this transaction was locking its row; roll the transaction back before waiting again", ErrLocked, key)
+			return 0, false, fmt.Errorf("%w: %q: a lease holder took it while this transaction was locking its row; roll the transaction back before waiting again", dialect.ErrLocked, key)
 		}
 	}
 	return 0, false, nil
 }
 
 func isNowaitErr(err error) bool {
-	var me *mysql.MySQLError
+	var me *driver.MySQLError
 	return errors.As(err, &me) && (me.Number == erLockNowait || me.Number == erLockWaitTimeout)
 }
 
-func (m *mysqlDialect) checkTx(ctx context.Context, tx *sql.Tx, key, owner string, token int64) (bool, error) {
-	return rowExists(ctx, tx, m.tx.check, key, owner, token)
+func (m *mysqlDialect) CheckTx(ctx context.Context, tx *sql.Tx, key, owner string, token int64) (bool, error) {
+	return dialect.RowExists(ctx, tx, m.tx.check, key, owner, token)
 }
 
-func (m *mysqlDialect) txErr(err error) error {
-	var me *mysql.MySQLError
+func (m *mysqlDialect) TxErr(err error) error {
+	var me *driver.MySQLError
 	if errors.As(err, &me) {
 		switch me.Number {
 		case erLockDeadlock:
-			return ErrDeadlock
+			return dialect.ErrDeadlock
 		case erLockWaitTimeout:
-			return ErrLockTimeout
+			return dialect.ErrLockTimeout
 		}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package dblock
+package dialect
 
 import (
 	"context"
@@ -6,24 +6,24 @@ import (
 	"sync"
 )
 
-// stmtCache is a querier that prepares each statement text once per pool and
+// StmtCache is a Querier that prepares each statement text once per pool and
 // reuses it, so a statement with arguments costs one round trip on drivers
 // that would otherwise prepare, execute and close it every time
 // (go-sql-driver/mysql without interpolateParams). Only fixed texts go
 // through it; database/sql re-prepares on each pooled connection as needed.
-type stmtCache struct {
+type StmtCache struct {
 	db *sql.DB
 	mu sync.Mutex
 	m  map[string]*sql.Stmt
 }
 
-var _ querier = (*stmtCache)(nil)
+var _ Querier = (*StmtCache)(nil)
 
-func newStmtCache(db *sql.DB) *stmtCache {
-	return &stmtCache{db: db, m: make(map[string]*sql.Stmt)}
+func NewStmtCache(db *sql.DB) *StmtCache {
+	return &StmtCache{db: db, m: make(map[string]*sql.Stmt)}
 }
 
-func (c *stmtCache) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+func (c *StmtCache) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if s, ok := c.m[query]; ok {
@@ -37,7 +37,7 @@ func (c *stmtCache) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	return s, nil
 }
 
-func (c *stmtCache) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+func (c *StmtCache) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	s, err := c.stmt(ctx, query)
 	if err != nil {
 		return nil, err
@@ -45,7 +45,7 @@ func (c *stmtCache) ExecContext(ctx context.Context, query string, args ...any) 
 	return s.ExecContext(ctx, args...)
 }
 
-func (c *stmtCache) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+func (c *StmtCache) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	s, err := c.stmt(ctx, query)
 	if err != nil {
 		return nil, err
@@ -55,7 +55,7 @@ func (c *stmtCache) QueryContext(ctx context.Context, query string, args ...any)
 
 // QueryRowContext reports a failed prepare through the returned Row's Scan,
 // by running the query unprepared: the driver then returns the same error.
-func (c *stmtCache) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+func (c *StmtCache) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	s, err := c.stmt(ctx, query)
 	if err != nil {
 		return c.db.QueryRowContext(ctx, query, args...)
@@ -63,8 +63,8 @@ func (c *stmtCache) QueryRowContext(ctx context.Context, query string, args ...a
 	return s.QueryRowContext(ctx, args...)
 }
 
-// close closes every prepared statement.
-func (c *stmtCache) close() {
+// Close closes every prepared statement.
+func (c *StmtCache) Close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for q, s := range c.m {
@@ -73,14 +73,14 @@ func (c *stmtCache) close() {
 	}
 }
 
-// txRunner is a querier that can run statements in one transaction.
+// txRunner is a Querier that can run statements in one transaction.
 type txRunner interface {
-	inTx(ctx context.Context, fn func(q querier) error) error
+	InTx(ctx context.Context, fn func(q Querier) error) error
 }
 
-// inTx runs fn in a transaction whose statements use c's prepared
+// InTx runs fn in a transaction whose statements use c's prepared
 // statements, and commits if fn succeeds.
-func (c *stmtCache) inTx(ctx context.Context, fn func(q querier) error) error {
+func (c *StmtCache) InTx(ctx context.Context, fn func(q Querier) error) error {
 	tx, err := c.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -92,17 +92,17 @@ func (c *stmtCache) inTx(ctx context.Context, fn func(q querier) error) error {
 	return tx.Commit()
 }
 
-// inTx runs fn on q in one transaction when q can, else on q alone.
-func inTx(ctx context.Context, q querier, fn func(q querier) error) error {
+// InTx runs fn on q in one transaction when q can, else on q alone.
+func InTx(ctx context.Context, q Querier, fn func(q Querier) error) error {
 	if r, ok := q.(txRunner); ok {
-		return r.inTx(ctx, fn)
+		return r.InTx(ctx, fn)
 	}
 	return fn(q)
 }
 
 // txStmts runs c's prepared statements inside tx.
 type txStmts struct {
-	c  *stmtCache
+	c  *StmtCache
 	tx *sql.Tx
 }
 

@@ -1,4 +1,4 @@
-package dblock
+package combine
 
 import (
 	"context"
@@ -7,28 +7,29 @@ import (
 )
 
 // A combined statement ends by the latest of its members' deadlines, or
-// after releaseTimeout when that is sooner or a member has none, and is not
+// after bound when that is sooner or a member has none, and is not
 // cancelled with the leader's context.
 func TestBatchContext(t *testing.T) {
+	const bound = 5 * time.Second
 	now := time.Now()
-	at := func(d time.Duration) *batchCall {
+	at := func(d time.Duration) *call {
 		ctx, cancel := context.WithDeadline(context.Background(), now.Add(d))
 		t.Cleanup(cancel)
-		return &batchCall{ctx: ctx}
+		return &call{ctx: ctx}
 	}
-	none := &batchCall{ctx: context.Background()}
+	none := &call{ctx: context.Background()}
 	for _, tc := range []struct {
 		name string
-		b    []*batchCall
+		b    []*call
 		want time.Duration // from now
 	}{
-		{"latest deadline", []*batchCall{at(time.Second), at(2 * time.Second), at(500 * time.Millisecond)}, 2 * time.Second},
-		{"a member without one", []*batchCall{at(time.Second), none}, releaseTimeout},
-		{"deadlines past the cap", []*batchCall{at(time.Minute), at(time.Hour)}, releaseTimeout},
+		{"latest deadline", []*call{at(time.Second), at(2 * time.Second), at(500 * time.Millisecond)}, 2 * time.Second},
+		{"a member without one", []*call{at(time.Second), none}, bound},
+		{"deadlines past the cap", []*call{at(time.Minute), at(time.Hour)}, bound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			leader, cancelLeader := context.WithCancel(tc.b[0].ctx)
-			ctx, cancel := batchContext(leader, tc.b)
+			ctx, cancel := batchContext(leader, tc.b, bound)
 			defer cancel()
 			cancelLeader()
 			if ctx.Err() != nil {

@@ -1,4 +1,4 @@
-package dblock
+package acquire
 
 import (
 	"strconv"
@@ -6,8 +6,8 @@ import (
 )
 
 // rowHints stays within its bound and keeps the newest key.
-func TestRowHintsBound(t *testing.T) {
-	h := newRowHints()
+func TestHintsBound(t *testing.T) {
+	h := newHints()
 	for i := range 3 * maxRowHints {
 		key := "k" + strconv.Itoa(i)
 		h.add(key)

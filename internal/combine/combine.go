@@ -1,72 +1,33 @@
-package dblock
+// Package combine runs the takes in place and releases of one Locker's
+// concurrent goroutines as combined statements when they queue: one round
+// trip and one commit for many calls. Which statements combine is the
+// dialect's (dialect.Batch); when to combine is decided here.
+package combine
 
 import (
 	"context"
-	"database/sql"
 	"runtime"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/dblockhq/dblock/internal/dberr"
+	"github.com/dblockhq/dblock/internal/dialect"
 )
-
-// maxBatch bounds the calls one combined statement carries.
-const maxBatch = 32
-
-// batchSizes are the sizes of combined statements: a batch is padded to the
-// first that holds it.
-var batchSizes = [...]int{2, 3, 4, 6, 8, 12, 16, 24, maxBatch}
-
-// padded returns cs followed by nil calls up to the next of batchSizes: a
-// combined statement has a row of placeholders for each, and a nil call's
-// row is all NULLs, which matches no row. So a dialect prepares each kind of
-// combined statement in 9 sizes, not 31, on each connection (MySQL bounds
-// the prepared statements of the whole server: max_prepared_stmt_count,
-// 16,382 by default), and pads a batch by less than half its calls.
-func padded(cs []*batchCall) []*batchCall {
-	size := maxBatch
-	for _, s := range batchSizes {
-		if s >= len(cs) {
-			size = s
-			break
-		}
-	}
-	return append(cs[:len(cs):len(cs)], make([]*batchCall, size-len(cs))...)
-}
-
-// refArgs is a call's (key, memo, token).
-func refArgs(c *batchCall) []any { return []any{c.key, c.owner, c.token} }
-
-// appendArgs appends vals of each call, and as many NULLs for a nil call
-// (padded, which puts them after every real call): a row of NULLs matches
-// no row.
-func appendArgs(args []any, cs []*batchCall, vals func(*batchCall) []any) []any {
-	n := 0
-	for _, c := range cs {
-		if c == nil {
-			args = append(args, make([]any, n)...)
-			continue
-		}
-		v := vals(c)
-		n = len(v)
-		args = append(args, v...)
-	}
-	return args
-}
 
 // combiner runs the takes in place, or the releases, or both (shared) of
 // the goroutines of one Locker. A call that finds fewer statements in
 // flight than limit allows runs alone at once, so a lone goroutine waits
 // for nothing; calls that arrive while the limit is reached queue, and when
 // a statement ends the first of them runs every queued call it can
-// (distinct keys, the same querier, takes of one lease, at most maxBatch)
+// (distinct keys, the same dialect.Querier, takes of one lease, at most dialect.MaxBatch)
 // as one statement: one round trip and one commit for all. The limit is two
 // statements while calls seldom queue and one while they keep queueing;
 // a shared combiner's follows how many calls are in it (limit).
-type combiner struct {
-	one  func(ctx context.Context, c *batchCall)               // runs a call alone
-	many func(ctx context.Context, q querier, cs []*batchCall) // runs 2 or more as one statement
+type Combiner struct {
+	one   func(ctx context.Context, q dialect.Querier, c *dialect.Call)    // runs a call alone
+	many  func(ctx context.Context, q dialect.Querier, cs []*dialect.Call) // runs 2 or more as one statement
+	bound time.Duration                                                    // a combined statement's longest run
 	// shared: takes and releases share this combiner, so a goroutine's
 	// release and its next take may ride consecutive statements. Its limit
 	// follows the calls in the combiner (limit), and a batch's leader
@@ -76,40 +37,35 @@ type combiner struct {
 
 	mu       sync.Mutex
 	inFlight int // statements running
-	queue    []*batchCall
+	queue    []*call
 	load     int // moving average of the queue's length when a statement ends, times loadScale
 
 	batches, combined [2]atomic.Int64 // by kind (0 take, 1 release): statements of 2 or more calls that carried that kind, and its calls
 	queued            chan<- struct{} // tests: a send for each call that queues
 }
 
-// batchCall is one call through a combiner. Its inputs are set before do;
-// token, ok and err are its result.
-type batchCall struct {
-	ctx        context.Context
-	q          querier
-	key, owner string
-	ttl        time.Duration
-	token      int64 // release: the acquisition's; take: what the dialect knows in, the token out
-	release    bool  // a release, not a take (a combiner may run both)
-	ok         bool
-	err        error
+// call is one call through a Combiner. Its inputs are set before do; the
+// Call's Token, OK, Freed and Err are its result.
+type call struct {
+	dialect.Call
+	ctx context.Context
+	q   dialect.Querier
 
 	lead, done chan struct{} // this call runs the next batch; its result is set
-	batch      []*batchCall  // set before lead is closed
+	batch      []*call       // set before lead is closed
 }
 
 // do runs c, alone or with others, and returns when its result is set. A
 // call still queued when ctx ends leaves the queue with ctx's error; once a
 // batch has taken it, it waits for the batch.
-func (cb *combiner) do(c *batchCall) {
+func (cb *Combiner) do(c *call) {
 	cb.callers.Add(1)
 	defer cb.callers.Add(-1)
 	cb.mu.Lock()
 	if cb.inFlight < cb.limit() && len(cb.queue) == 0 {
 		cb.inFlight++
 		cb.mu.Unlock()
-		cb.one(c.ctx, c)
+		cb.one(c.ctx, c.q, &c.Call)
 		cb.next()
 		return
 	}
@@ -125,7 +81,7 @@ func (cb *combiner) do(c *batchCall) {
 	case <-c.lead:
 	case <-c.ctx.Done():
 		if cb.withdraw(c) {
-			c.err = ctxErr(c.ctx)
+			c.Err = dberr.Ctx(c.ctx)
 			return
 		}
 		select {
@@ -145,38 +101,38 @@ func (cb *combiner) do(c *batchCall) {
 }
 
 // kind indexes combiner.batches: 0 for a take, 1 for a release.
-func kind(c *batchCall) int {
-	if c.release {
+func kind(c *call) int {
+	if c.Release {
 		return 1
 	}
 	return 0
 }
 
-// take runs a take in place of key through cb; last is what the dialect
+// Take runs a take in place of key through cb; last is what the dialect
 // knows of the row (an input of the dialect's batch statement).
-func (cb *combiner) take(ctx context.Context, q querier, key, owner string, ttl time.Duration, last int64) (int64, bool, error) {
-	c := &batchCall{ctx: ctx, q: q, key: key, owner: owner, ttl: ttl, token: last}
+func (cb *Combiner) Take(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration, last int64) (int64, bool, error) {
+	c := &call{Call: dialect.Call{Key: key, Owner: owner, TTL: ttl, Token: last}, ctx: ctx, q: q}
 	cb.do(c)
-	return c.token, c.ok, c.err
+	return c.Token, c.OK, c.Err
 }
 
-// release runs the release of the acquisition (key, owner, token) through
+// Release runs the release of the acquisition (key, owner, token) through
 // cb.
-func (cb *combiner) release(ctx context.Context, q querier, key, owner string, token int64) (bool, error) {
-	c := &batchCall{ctx: ctx, q: q, key: key, owner: owner, token: token, release: true}
+func (cb *Combiner) Release(ctx context.Context, q dialect.Querier, key, owner string, token int64) (ok, freed bool, err error) {
+	c := &call{Call: dialect.Call{Key: key, Owner: owner, Token: token, Release: true}, ctx: ctx, q: q}
 	cb.do(c)
-	return c.ok, c.err
+	return c.OK, c.Freed, c.Err
 }
 
 // runBatch runs the batch that leader leads and hands every other member
 // its result. A batch of one runs as a call alone, within its own context.
-func (cb *combiner) runBatch(leader *batchCall) {
+func (cb *Combiner) runBatch(leader *call) {
 	b := leader.batch
 	if len(b) == 1 {
-		cb.one(leader.ctx, leader)
+		cb.one(leader.ctx, leader.q, &leader.Call)
 		return
 	}
-	ctx, cancel := batchContext(leader.ctx, b)
+	ctx, cancel := batchContext(leader.ctx, b, cb.bound)
 	defer cancel()
 	var calls [2]int64
 	for _, c := range b {
@@ -188,7 +144,11 @@ func (cb *combiner) runBatch(leader *batchCall) {
 			cb.combined[k].Add(n)
 		}
 	}
-	cb.many(ctx, leader.q, b)
+	cs := make([]*dialect.Call, len(b))
+	for i, c := range b {
+		cs[i] = &c.Call
+	}
+	cb.many(ctx, leader.q, cs)
 	for _, c := range b {
 		if c != leader {
 			close(c.done)
@@ -198,10 +158,10 @@ func (cb *combiner) runBatch(leader *batchCall) {
 
 // batchContext bounds a batch's statement: it carries the leader's values,
 // is not cancelled with any member (the others wait for it), and ends at
-// the latest member's deadline, or after releaseTimeout when that is sooner
+// the latest member's deadline, or after bound when that is sooner
 // or a member has none.
-func batchContext(ctx context.Context, b []*batchCall) (context.Context, context.CancelFunc) {
-	end := time.Now().Add(releaseTimeout)
+func batchContext(ctx context.Context, b []*call, bound time.Duration) (context.Context, context.CancelFunc) {
+	end := time.Now().Add(bound)
 	var latest time.Time
 	for _, c := range b {
 		d, ok := c.ctx.Deadline()
@@ -241,7 +201,7 @@ const sharedCalls = 4
 // statements (0.7× running alone), while one statement at a time at 8
 // goroutines, its members requeueing at once, carries about 6 calls and
 // beats running alone 1.5×.
-func (cb *combiner) limit() int {
+func (cb *Combiner) limit() int {
 	if cb.shared {
 		if cb.callers.Load() >= sharedCalls {
 			return 1
@@ -257,7 +217,7 @@ func (cb *combiner) limit() int {
 // next ends a statement: the first queued call, if any, is handed the next
 // batch, unless more statements are in flight than limit allows (another
 // one's end hands the queue on).
-func (cb *combiner) next() {
+func (cb *Combiner) next() {
 	cb.mu.Lock()
 	defer cb.mu.Unlock()
 	cb.load += (len(cb.queue)*loadScale - cb.load) / 4
@@ -266,17 +226,17 @@ func (cb *combiner) next() {
 		return
 	}
 	first := cb.queue[0]
-	batch := []*batchCall{first}
-	var rest []*batchCall
+	batch := []*call{first}
+	var rest []*call
 	var ttl time.Duration // the takes' lease: one statement sets one
-	if !first.release {
-		ttl = first.ttl
+	if !first.Release {
+		ttl = first.TTL
 	}
 	for _, c := range cb.queue[1:] {
-		fits := c.release || ttl == 0 || c.ttl == ttl
-		if len(batch) < maxBatch && c.q == first.q && fits && !hasKey(batch, c.key) {
-			if !c.release {
-				ttl = c.ttl
+		fits := c.Release || ttl == 0 || c.TTL == ttl
+		if len(batch) < dialect.MaxBatch && c.q == first.q && fits && !hasKey(batch, c.Key) {
+			if !c.Release {
+				ttl = c.TTL
 			}
 			batch = append(batch, c)
 		} else {
@@ -289,7 +249,7 @@ func (cb *combiner) next() {
 }
 
 // withdraw takes c out of the queue if no batch has taken it yet.
-func (cb *combiner) withdraw(c *batchCall) bool {
+func (cb *Combiner) withdraw(c *call) bool {
 	cb.mu.Lock()
 	defer cb.mu.Unlock()
 	for i, x := range cb.queue {
@@ -301,50 +261,47 @@ func (cb *combiner) withdraw(c *batchCall) bool {
 	return false
 }
 
-func hasKey(b []*batchCall, key string) bool {
+func hasKey(b []*call, key string) bool {
 	for _, c := range b {
-		if c.key == key {
+		if c.Key == key {
 			return true
 		}
 	}
 	return false
 }
 
-// batcher is implemented by dialects that combine a Locker's concurrent
-// takes in place and releases (combiner). The Locker uses it for calls
-// without Owner: their memos are fresh, so a row that carries one was taken
-// by that call, and they are never re-entered by the Locker itself.
-type batcher interface {
-	// acquireBatched is acquire with the take in place combined.
-	acquireBatched(ctx context.Context, q querier, key, owner string, ttl time.Duration) (int64, bool, error)
-	// releaseBatched is release, combined, for an acquisition whose lease
-	// is known to be live.
-	releaseBatched(ctx context.Context, q querier, key, owner string, token int64) (bool, error)
-	// combiners returns the combiners of takes and of releases.
-	combiners() (takes, releases *combiner)
+// New returns a Combiner that runs a call alone with one and two or more
+// with many; a shared Combiner carries takes and releases together. bound
+// caps a combined statement's run once its callers' contexts have ended.
+func New(one func(ctx context.Context, q dialect.Querier, c *dialect.Call),
+	many func(ctx context.Context, q dialect.Querier, cs []*dialect.Call), shared bool, bound time.Duration) *Combiner {
+	return &Combiner{one: one, many: many, shared: shared, bound: bound}
 }
 
-// sortByKey orders a batch by key, so that batches lock the rows they share
-// in one order and cannot deadlock each other.
-func sortByKey(cs []*batchCall) {
-	slices.SortFunc(cs, func(a, b *batchCall) int { return strings.Compare(a.key, b.key) })
+// Stats returns how many combined statements carried takes (release
+// false) or releases, and how many such calls they carried.
+func (cb *Combiner) Stats(release bool) (statements, calls int64) {
+	k := 0
+	if release {
+		k = 1
+	}
+	return cb.batches[k].Load(), cb.combined[k].Load()
 }
 
-// scanKeyTokens reads (key, token) rows into a map and closes rows; err is
-// the query's.
-func scanKeyTokens(rows *sql.Rows, err error) (map[string]int64, error) {
-	if err != nil {
-		return nil, err
+// Hold is for tests: it makes every call queue, sends on queued for each,
+// until end lets the queue run as batches.
+func (cb *Combiner) Hold() (queued <-chan struct{}, end func()) {
+	ch := make(chan struct{}, 1024)
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	if cb.inFlight != 0 {
+		panic("combine: Hold with a statement in flight")
 	}
-	defer rows.Close()
-	got := make(map[string]int64)
-	for rows.Next() {
-		var key string
-		var token int64
-		if err := rows.Scan(&key, &token); err != nil {
-			return nil, err
-		}
-		got[key] = token
+	cb.inFlight, cb.queued = cb.limit(), ch
+	return ch, func() {
+		cb.mu.Lock()
+		cb.inFlight = 1 // the others end without handing the queue on
+		cb.mu.Unlock()
+		cb.next()
 	}
-	return got, rows.Err()
 }

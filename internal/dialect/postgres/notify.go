@@ -1,4 +1,4 @@
-package dblock
+package postgres
 
 import (
 	"context"
@@ -6,41 +6,16 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
-	"errors"
 	"strings"
 
+	"github.com/dblockhq/dblock/internal/dialect"
 	"github.com/jackc/pgx/v5"
 )
-
-// notifier is implemented by dialects whose database can push events
-// between Lockers: "released" to wake waiters, "wanted" so that holders know
-// to send it.
-type notifier interface {
-	// listen holds one connection of db for itself, calls ready once it
-	// receives events, and then onEvent with each one, until ctx ends or the
-	// connection fails. It returns errNoNotify when the driver cannot deliver
-	// notifications. Events name keys by their tag, never in clear.
-	listen(ctx context.Context, db *sql.DB, ready func(), onEvent func(released bool, from, tag string)) error
-	// tag names key in events.
-	tag(key string) string
-	// releaseNotify is release that also announces that Locker from
-	// released the key.
-	releaseNotify(ctx context.Context, q querier, from, key, owner string, token int64) (bool, error)
-	// want announces that Locker from waits for key.
-	want(ctx context.Context, q querier, from, key string) error
-	// freed announces that keys were freed by other means than a release
-	// (a reap of lapsed leases, ForceUnlock); nothing is sent for none.
-	freed(ctx context.Context, q querier, keys []string) error
-}
-
-var errNoNotify = errors.New("dblock: driver cannot deliver notifications")
-
-var _ notifier = (*postgres)(nil)
 
 // channel is the LISTEN/NOTIFY channel of the table: dblock_<table>.
 func (p *postgres) channel() string { return "dblock_" + p.table }
 
-// listen uses pgx's WaitForNotification on a connection of its own, opened
+// Listen uses pgx's WaitForNotification on a connection of its own, opened
 // with the configuration of one of db's connections and outside db's pool:
 // a pooled connection would be locked for as long as the listener waits
 // (database/sql holds a connection's lock during Raw), and closing any
@@ -50,7 +25,7 @@ func (p *postgres) channel() string { return "dblock_" + p.table }
 // when a Locker's goroutine waits for it, and "R:<tag>" when a key is freed
 // by no Locker in particular (a reap, ForceUnlock). A tag names a key
 // without showing it (see tag); a forged event costs a waiter one re-check.
-func (p *postgres) listen(ctx context.Context, db *sql.DB, ready func(), onEvent func(bool, string, string)) error {
+func (p *postgres) Listen(ctx context.Context, db *sql.DB, ready func(), onEvent func(bool, string, string)) error {
 	cfg, err := pgxConfig(ctx, db)
 	if err != nil {
 		return err
@@ -81,7 +56,7 @@ func (p *postgres) listen(ctx context.Context, db *sql.DB, ready func(), onEvent
 }
 
 // pgxConfig returns a copy of the configuration of db's pgx connections, or
-// errNoNotify when db's driver is not pgx.
+// dialect.ErrNoNotify when db's driver is not pgx.
 func pgxConfig(ctx context.Context, db *sql.DB) (*pgx.ConnConfig, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -92,7 +67,7 @@ func pgxConfig(ctx context.Context, db *sql.DB) (*pgx.ConnConfig, error) {
 	err = conn.Raw(func(dc any) error {
 		pc, ok := dc.(interface{ Conn() *pgx.Conn })
 		if !ok {
-			return errNoNotify
+			return dialect.ErrNoNotify
 		}
 		cfg = pc.Conn().Config().Copy()
 		// The copy still routes notifications to the pooled connection's
@@ -103,34 +78,34 @@ func pgxConfig(ctx context.Context, db *sql.DB) (*pgx.ConnConfig, error) {
 	return cfg, err
 }
 
-// tag names key in notifications: the first 128 bits of an HMAC-SHA256 of
+// Tag names key in notifications: the first 128 bits of an HMAC-SHA256 of
 // the key, keyed by the table's name. Any role may LISTEN on the channel;
 // it sees tags, not key names (it can still test a guessed key name).
-func (p *postgres) tag(key string) string {
+func (p *postgres) Tag(key string) string {
 	m := hmac.New(sha256.New, []byte("dblock-notify/"+p.table))
 	m.Write([]byte(key))
 	return hex.EncodeToString(m.Sum(nil)[:16])
 }
 
-func (p *postgres) releaseNotify(ctx context.Context, q querier, from, key, owner string, token int64) (bool, error) {
+func (p *postgres) ReleaseNotify(ctx context.Context, q dialect.Querier, from, key, owner string, token int64) (bool, error) {
 	var n, notified int
-	err := q.QueryRowContext(ctx, p.releaseNotifySQL, key, owner, token, p.channel(), from, p.tag(key)).Scan(&n, &notified)
+	err := q.QueryRowContext(ctx, p.releaseNotifySQL, key, owner, token, p.channel(), from, p.Tag(key)).Scan(&n, &notified)
 	return n == 1, err
 }
 
-func (p *postgres) want(ctx context.Context, q querier, from, key string) error {
-	_, err := q.ExecContext(ctx, `SELECT pg_notify($1, 'W:' || $2 || ':' || $3)`, p.channel(), from, p.tag(key))
+func (p *postgres) Want(ctx context.Context, q dialect.Querier, from, key string) error {
+	_, err := q.ExecContext(ctx, `SELECT pg_notify($1, 'W:' || $2 || ':' || $3)`, p.channel(), from, p.Tag(key))
 	return err
 }
 
-// freed sends "R:<tag>", a release by no Locker in particular, for each key.
-func (p *postgres) freed(ctx context.Context, q querier, keys []string) error {
+// Freed sends "R:<tag>", a release by no Locker in particular, for each key.
+func (p *postgres) Freed(ctx context.Context, q dialect.Querier, keys []string) error {
 	if len(keys) == 0 {
 		return nil
 	}
 	tags := make([]string, len(keys))
 	for i, k := range keys {
-		tags[i] = p.tag(k)
+		tags[i] = p.Tag(k)
 	}
 	_, err := q.ExecContext(ctx, `SELECT pg_notify($1, 'R:' || t) FROM unnest($2::text[]) AS t`, p.channel(), tags)
 	return err

@@ -1,26 +1,26 @@
-package dblock
+package acquire
 
 import "sync"
 
-// maxRowHints bounds rowHints: about 1,024 keys of at most 255 bytes.
+// maxRowHints bounds hints: about 1,024 keys of at most 255 bytes.
 const maxRowHints = 1024
 
-// rowHints remembers keys whose rows a Locker has lately seen in place (it
+// hints remembers keys whose rows a Locker has lately seen in place (it
 // acquired them; a released row stays until reaped), so that an acquire
 // can try the cheaper update in place first and go straight to the upsert
 // for a key it has not seen. A wrong hint costs one statement that changes
 // nothing, never a wrong result. When full, it forgets everything at once.
 // With each key it may keep the token the row was left with when this
 // Locker released it (0 when unknown), which a combined take on MySQL
-// relies on (mysqlDialect.batch).
-type rowHints struct {
+// relies on (dialect.Batch.NeedsLastToken).
+type hints struct {
 	mu sync.Mutex
 	m  map[string]int64
 }
 
-func newRowHints() *rowHints { return &rowHints{m: make(map[string]int64)} }
+func newHints() *hints { return &hints{m: make(map[string]int64)} }
 
-func (h *rowHints) add(key string) {
+func (h *hints) add(key string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, ok := h.m[key]; !ok {
@@ -29,13 +29,13 @@ func (h *rowHints) add(key string) {
 }
 
 // released records that this Locker released key's row, leaving token in it.
-func (h *rowHints) released(key string, token int64) {
+func (h *hints) released(key string, token int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.put(key, token)
 }
 
-func (h *rowHints) put(key string, token int64) {
+func (h *hints) put(key string, token int64) {
 	if _, ok := h.m[key]; !ok && len(h.m) >= maxRowHints {
 		clear(h.m)
 	}
@@ -44,13 +44,13 @@ func (h *rowHints) put(key string, token int64) {
 
 // lastToken returns the token key's row was left with at this Locker's
 // last release of it, or 0.
-func (h *rowHints) lastToken(key string) int64 {
+func (h *hints) lastToken(key string) int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.m[key]
 }
 
-func (h *rowHints) has(key string) bool {
+func (h *hints) has(key string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	_, ok := h.m[key]
@@ -64,7 +64,7 @@ func (h *rowHints) has(key string) bool {
 // one that is gone or changed meanwhile. Only then, or for a key not seen
 // lately, does the upsert run, which inserts a missing row or settles the
 // race with a concurrent insert or release.
-func (h *rowHints) acquireVia(key string,
+func (h *hints) acquireVia(key string,
 	take, upsert func() (int64, bool, error), held func() (bool, error)) (int64, bool, error) {
 	if h.has(key) {
 		if token, ok, err := take(); ok || err != nil {

@@ -1,13 +1,12 @@
-package dblock
+package mysql
 
 import (
 	"context"
 	"strings"
 	"time"
-)
 
-var _ adminDialect = (*mysqlDialect)(nil)
-var _ lingerDialect = (*mysqlDialect)(nil)
+	"github.com/dblockhq/dblock/internal/dialect"
+)
 
 // myInfoCols are the columns scanInfo reads, durations computed with the
 // server's clock (UTC_TIMESTAMP is fixed for the whole statement).
@@ -16,33 +15,33 @@ const myInfoCols = `key_id, memo, depth, token,
   TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), update_time + INTERVAL lease_ms * 1000 MICROSECOND)`
 
 func (m *mysqlDialect) adminReplacer() *strings.Replacer {
-	return strings.NewReplacer("{t}", m.quote(m.table), "{cols}", myInfoCols, "{expired}", myExpired)
+	return strings.NewReplacer("{t}", m.Quote(m.table), "{cols}", myInfoCols, "{expired}", myExpired)
 }
 
-func (m *mysqlDialect) list(ctx context.Context, q querier) ([]LockInfo, error) {
+func (m *mysqlDialect) List(ctx context.Context, q dialect.Querier) ([]dialect.Info, error) {
 	rows, err := q.QueryContext(ctx, m.adminReplacer().Replace(`SELECT {cols} FROM {t}
 WHERE depth > 0 AND NOT ({expired})
 ORDER BY key_id`))
 	if err != nil {
 		return nil, err
 	}
-	return scanInfos(rows)
+	return dialect.ScanInfos(rows)
 }
 
-// forceRelease releases the live row in place if it is still the
+// ForceRelease releases the live row in place if it is still the
 // acquisition read (MySQL has no UPDATE ... RETURNING).
-func (m *mysqlDialect) forceRelease(ctx context.Context, q querier, key string) (LockInfo, bool, error) {
+func (m *mysqlDialect) ForceRelease(ctx context.Context, q dialect.Querier, key string) (dialect.Info, bool, error) {
 	r := m.adminReplacer()
-	return releaseIfUnchanged(ctx, q, key,
+	return dialect.ReleaseIfUnchanged(ctx, q, key,
 		r.Replace(`SELECT {cols} FROM {t} WHERE key_id = ? AND depth > 0 AND NOT ({expired})`),
 		r.Replace(`UPDATE {t} SET memo = '', lease_ms = 0, update_time = UTC_TIMESTAMP(6), depth = 0
 WHERE key_id = ? AND memo = ? AND token = ? AND depth = ? AND NOT ({expired})`))
 }
 
-// linger shortens the lease of a depth-1 acquisition so that it ends atLeast
+// Linger shortens the lease of a depth-1 acquisition so that it ends atLeast
 // after the acquisition by the server's clock; ok is false when that moment
 // has passed or the acquisition is no longer live.
-func (m *mysqlDialect) linger(ctx context.Context, q querier, key, owner string, token int64, atLeast time.Duration) (bool, error) {
+func (m *mysqlDialect) Linger(ctx context.Context, q dialect.Querier, key, owner string, token int64, atLeast time.Duration) (bool, error) {
 	ms := atLeast.Milliseconds()
 	res, err := q.ExecContext(ctx, m.adminReplacer().Replace(`UPDATE {t}
 SET lease_ms = ? - FLOOR(TIMESTAMPDIFF(MICROSECOND, acquired_time, update_time) / 1000)

@@ -1,12 +1,12 @@
-package dblock
+package sqlite
 
 import (
 	"context"
 	"strings"
 	"time"
-)
 
-var _ adminDialect = (*sqliteDialect)(nil)
+	"github.com/dblockhq/dblock/internal/dialect"
+)
 
 // liteInfoCols are the columns scanInfo reads, durations computed with the
 // database clock (fixed for the statement). The held-for column is NULL
@@ -14,36 +14,34 @@ var _ adminDialect = (*sqliteDialect)(nil)
 const liteInfoCols = `key_id, memo, depth, token, ` + liteNow + ` - acquired_time, update_time + lease_ms * 1000 - ` + liteNow
 
 func (s *sqliteDialect) adminReplacer() *strings.Replacer {
-	return strings.NewReplacer("{t}", s.quote(s.table), "{cols}", liteInfoCols, "{expired}", liteExpired, "{now}", liteNow)
+	return strings.NewReplacer("{t}", s.Quote(s.table), "{cols}", liteInfoCols, "{expired}", liteExpired, "{now}", liteNow)
 }
 
-func (s *sqliteDialect) list(ctx context.Context, q querier) ([]LockInfo, error) {
+func (s *sqliteDialect) List(ctx context.Context, q dialect.Querier) ([]dialect.Info, error) {
 	rows, err := q.QueryContext(ctx, s.adminReplacer().Replace(`SELECT {cols} FROM {t}
 WHERE depth > 0 AND NOT ({expired})
 ORDER BY key_id`))
 	if err != nil {
 		return nil, err
 	}
-	return scanInfos(rows)
+	return dialect.ScanInfos(rows)
 }
 
-// forceRelease releases the live row in place if it is still the
+// ForceRelease releases the live row in place if it is still the
 // acquisition read: SQLite's RETURNING shows the row as updated, not as it
 // was, and q may be a pool, where no transaction spans two calls.
-func (s *sqliteDialect) forceRelease(ctx context.Context, q querier, key string) (LockInfo, bool, error) {
+func (s *sqliteDialect) ForceRelease(ctx context.Context, q dialect.Querier, key string) (dialect.Info, bool, error) {
 	r := s.adminReplacer()
-	return releaseIfUnchanged(ctx, q, key,
+	return dialect.ReleaseIfUnchanged(ctx, q, key,
 		r.Replace(`SELECT {cols} FROM {t} WHERE key_id = ?1 AND depth > 0 AND NOT ({expired})`),
 		r.Replace(`UPDATE {t} SET depth = 0, memo = '', lease_ms = 0, update_time = {now}
 WHERE key_id = ?1 AND memo = ?2 AND token = ?3 AND depth = ?4 AND NOT ({expired})`))
 }
 
-var _ lingerDialect = (*sqliteDialect)(nil)
-
-// linger shortens the lease of a depth-1 acquisition so that it ends atLeast
+// Linger shortens the lease of a depth-1 acquisition so that it ends atLeast
 // after the acquisition by the host clock SQLite reads; ok is false when that
 // moment has passed or the acquisition is no longer live.
-func (s *sqliteDialect) linger(ctx context.Context, q querier, key, owner string, token int64, atLeast time.Duration) (bool, error) {
+func (s *sqliteDialect) Linger(ctx context.Context, q dialect.Querier, key, owner string, token int64, atLeast time.Duration) (bool, error) {
 	res, err := q.ExecContext(ctx, s.adminReplacer().Replace(`UPDATE {t}
 SET lease_ms = ?4 - (update_time - acquired_time) / 1000
 WHERE key_id = ?1 AND memo = ?2 AND token = ?3 AND depth = 1 AND NOT ({expired})

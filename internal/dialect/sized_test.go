@@ -1,4 +1,4 @@
-package dblock
+package dialect
 
 import (
 	"fmt"
@@ -12,12 +12,12 @@ import (
 // bound.
 func TestPadded(t *testing.T) {
 	sizes := map[int]bool{}
-	for n := 2; n <= maxBatch; n++ {
-		cs := make([]*batchCall, n)
+	for n := 2; n <= MaxBatch; n++ {
+		cs := make([]*Call, n)
 		for i := range cs {
-			cs[i] = &batchCall{key: fmt.Sprint("k", i), owner: "o", token: int64(i)}
+			cs[i] = &Call{Key: fmt.Sprint("k", i), Owner: "o", Token: int64(i)}
 		}
-		pc := padded(cs)
+		pc := Padded(cs)
 		sizes[len(pc)] = true
 		if len(pc) < n || 2*(len(pc)-n) >= n {
 			t.Fatalf("%d calls padded to %d", n, len(pc))
@@ -27,7 +27,7 @@ func TestPadded(t *testing.T) {
 				t.Fatalf("%d calls: entry %d is %v", n, i, c)
 			}
 		}
-		args := appendArgs(appendKeys(nil, pc), pc, refArgs)
+		args := AppendArgs(AppendArgs(nil, pc, func(c *Call) []any { return []any{c.Key} }), pc, RefArgs)
 		if len(args) != 4*len(pc) {
 			t.Fatalf("%d calls: %d arguments, want %d", n, len(args), 4*len(pc))
 		}
@@ -37,7 +37,7 @@ func TestPadded(t *testing.T) {
 				t.Fatalf("%d calls: argument %d is %v", n, i, a)
 			}
 		}
-		if q := batchSQL("{keys} {refs}", len(pc), "(?, ?, ?)"); strings.Count(q, "?") != len(args) {
+		if q := Placeholders("?", len(pc)) + " " + Placeholders("(?, ?, ?)", len(pc)); strings.Count(q, "?") != len(args) {
 			t.Fatalf("%d calls: %d placeholders for %d arguments", n, strings.Count(q, "?"), len(args))
 		}
 	}
@@ -45,13 +45,13 @@ func TestPadded(t *testing.T) {
 		t.Errorf("batch sizes %v, want %v", sizes, batchSizes)
 	}
 	// The caller's slice is left as it was, spare capacity included.
-	cs := make([]*batchCall, 5, 8)
+	cs := make([]*Call, 5, 8)
 	for i := range cs {
-		cs[i] = &batchCall{}
+		cs[i] = &Call{}
 	}
-	sentinel := &batchCall{key: "sentinel"}
+	sentinel := &Call{Key: "sentinel"}
 	cs[:6][5] = sentinel
-	if pc := padded(cs); len(pc) != 6 || pc[5] != nil {
+	if pc := Padded(cs); len(pc) != 6 || pc[5] != nil {
 		t.Fatalf("padded to %d calls, padding %v; want 6, nil", len(pc), pc[5:])
 	}
 	if cs[:6][5] != sentinel {

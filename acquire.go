@@ -1,0 +1,244 @@
+package dblock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dblockhq/dblock/internal/dialect"
+	"github.com/dblockhq/dblock/internal/lockrun"
+)
+
+// TryLock takes key if it is free (or expired, or already held under the same
+// Owner memo), or returns an error wrapping ErrLocked at once.
+//
+// A call whose ctx ends while its statement runs returns at once with ctx's
+// error; if the statement takes the key after all, the Locker releases it
+// again (this holds for Lock too).
+func (l *Locker) TryLock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
+	if err := l.usable(); err != nil {
+		return nil, err
+	}
+	lc, err := l.lockConfig(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	ctx, stop := l.closable(ctx)
+	defer stop()
+	var lk *Lock
+	if l.cfg.fifo {
+		lk, _, err = l.tryFIFO(ctx, key, lc)
+	} else {
+		lk, err = l.try(ctx, key, lc)
+	}
+	return lk, closedErr(ctx, err)
+}
+
+// closable returns ctx, also cancelled (with ErrClosed) when the Locker is
+// closed: Close then ends the statements of acquires in flight instead of
+// waiting for them (closing a prepared statement waits for its uses).
+func (l *Locker) closable(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	unhook := context.AfterFunc(l.ctx, func() { cancel(ErrClosed) })
+	return ctx, func() {
+		unhook()
+		cancel(nil)
+	}
+}
+
+// closedErr returns ErrClosed for an error caused by Close (closable), err
+// otherwise.
+func closedErr(ctx context.Context, err error) error {
+	if err != nil && errors.Is(context.Cause(ctx), ErrClosed) {
+		return ErrClosed
+	}
+	return err
+}
+
+// Lock takes key, waiting while another owner holds it, until ctx ends; the
+// error then wraps ctx.Err().
+//
+// The goroutines of one Locker waiting for one key queue in arrival order,
+// and only the first of them asks the database, so waiters cost one query
+// per wake-up however many there are. On PostgreSQL (pgx) the first waiter is
+// woken by LISTEN/NOTIFY when the key is released, on one connection the
+// Locker keeps for that; elsewhere, and as a fallback for expired leases and
+// missed events, it polls with jittered exponential backoff (WithRetry); a
+// poll reads the row before it tries to write it. When a goroutine of the
+// same Locker unlocks the key, it hands the key straight to the first waiter
+// in one statement (new owner memo, new token, one commit); while another
+// Locker waits too, it does so at most a few times in a row before it
+// releases the key to the table and lets the other Locker's waiter take it.
+// A call with Owner tries at once, ahead of the queue, so that re-entering a
+// held lock never waits behind the holder's own waiters. WithFIFO orders
+// waiters across processes instead, and turns local handovers off.
+func (l *Locker) Lock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
+	if err := l.usable(); err != nil {
+		return nil, err
+	}
+	lc, err := l.lockConfig(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	ctx, stop := l.closable(ctx)
+	defer stop()
+	lk, err := l.lock(ctx, key, lc)
+	return lk, closedErr(ctx, err)
+}
+
+// lock is Lock after its checks.
+func (l *Locker) lock(ctx context.Context, key string, lc lockConfig) (*Lock, error) {
+	if l.cfg.fifo {
+		return l.lockFIFO(ctx, key, lc)
+	}
+	var lastErr error // the last transient error ridden out
+	if lc.explicitOwner {
+		if lk, err := l.try(ctx, key, lc); !errors.Is(err, ErrLocked) && !l.rideOut(ctx, key, err, &lastErr) {
+			return lk, err
+		}
+	}
+	w := l.waits.join(key, lc)
+	defer l.leaveQueue(key, w)
+	l.ensureListener()
+	b := l.waitBackoff(lc.ttl)
+	poll := stoppedTimer()
+	defer poll.Stop()
+	var wantAgain time.Time // when to tell holders again that we wait
+	for {
+		polled := false
+		select {
+		case <-w.wake:
+		case <-poll.C:
+			polled = true
+		case lk := <-w.grant:
+			if lk != nil {
+				return lk, nil // handed over by a release of ours
+			}
+		case <-ctx.Done():
+			return nil, waitEnded(ctx, key, lastErr)
+		case <-l.closing:
+			return nil, ErrClosed
+		}
+		if !l.waits.isHead(key, w) {
+			continue // woken by a stale signal; wait for our turn
+		}
+		if l.yielding(key, poll) {
+			continue // we just gave the key up: other Lockers go first
+		}
+		if !l.holds(key) && l.waits.beginTry(key, w) {
+			var lk *Lock
+			err := ErrLocked
+			// A poll reads before it writes: a failed write attempt would
+			// lock the row, and cost the holder's next statement a wait.
+			if !polled || !l.heldElsewhere(ctx, key, w.lc.owner) {
+				lk, err = l.try(ctx, key, w.lc)
+			}
+			if err != nil && l.uncertain(err) {
+				l.waits.freshOwner(w) // while trying: no handover reads it
+			}
+			l.waits.endTry(w)
+			if !errors.Is(err, ErrLocked) {
+				if !l.rideOut(ctx, key, err, &lastErr) {
+					return lk, err
+				}
+				poll.Reset(b.Next())
+				continue
+			}
+			if time.Now().After(wantAgain) {
+				l.announceWant(ctx, key)
+				wantAgain = time.Now().Add(wantWindow / 2)
+			}
+			if !l.holds(key) {
+				l.markForeign(key)
+			}
+		}
+		// Held elsewhere, or by us (our release hands the key over, or
+		// wakes us), or being handed to us: wait, polling as a fallback.
+		poll.Reset(l.pollDelay(key, b))
+	}
+}
+
+// Do takes key (waiting as Lock does), runs fn, and releases the lock. fn's
+// context is cancelled if the lock is lost while fn runs; context.Cause then
+// wraps ErrLockLost with the reason. Do returns fn's error joined with any
+// error from releasing the lock (ErrNotHeld wrapping ErrLockLost when it was
+// lost), so a lost lock is never silent.
+func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...LockOption) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	if fn == nil {
+		return fmt.Errorf("%w: nil function", ErrInvalidOption)
+	}
+	lk, err := l.Lock(ctx, key, opts...)
+	if err != nil {
+		return err
+	}
+	return lockrun.Run(ctx, lk.ctx, fn, lk.Unlock)
+}
+
+func (l *Locker) lockConfig(key string, opts []LockOption) (lockConfig, error) {
+	lc := lockConfig{ttl: l.cfg.ttl}
+	if err := ValidateKey(key); err != nil {
+		return lc, err
+	}
+	for _, o := range opts {
+		if o == nil {
+			return lc, fmt.Errorf("%w: nil LockOption", ErrInvalidOption)
+		}
+		if err := o(&lc); err != nil {
+			return lc, err
+		}
+	}
+	if lc.owner == "" {
+		lc.owner = newOwner()
+	} else {
+		lc.explicitOwner = true
+	}
+	return lc, nil
+}
+
+// maxRollbackRetries bounds how often an acquire the database rolled back
+// (deadlock, serialization failure) is sent again before the error is returned.
+const maxRollbackRetries = 5
+
+func (l *Locker) try(ctx context.Context, key string, lc lockConfig) (*Lock, error) {
+	if l.isClosed() {
+		return nil, ErrClosed
+	}
+	for attempt := 0; ; attempt++ {
+		start := time.Now()
+		token, ok, err := l.acquireSafe(ctx, key, lc)
+		if err != nil {
+			if l.d.Classify(err) == dialect.RolledBack && attempt < maxRollbackRetries && ctx.Err() == nil {
+				continue
+			}
+			if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+				// The driver saw ctx's deadline (a dial or read timeout)
+				// before ctx itself reports it: say so.
+				return nil, fmt.Errorf("dblock: acquire %q: %w: %w", key, context.DeadlineExceeded, err)
+			}
+			return nil, l.wrapErr("acquire", key, err)
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w: %q", ErrLocked, key)
+		}
+		l.startListener() // to hear of waiters before we release
+		lk := l.newLock(key, lc, token, start)
+		if !l.register(lk) {
+			_ = lk.release(ctx, ErrClosed)
+			return nil, ErrClosed
+		}
+		if l.debugging() {
+			l.log.Debug("dblock: acquired", "key", key, "token", token)
+		}
+		return lk, nil
+	}
+}
+
+// acquire makes one attempt at key; calls without Owner may be combined
+// with concurrent ones.
+func (l *Locker) acquire(ctx context.Context, key string, lc lockConfig) (int64, bool, error) {
+	return l.acq.Acquire(ctx, l.q, key, lc.owner, lc.ttl, !lc.explicitOwner)
+}

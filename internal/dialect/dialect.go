@@ -1,0 +1,238 @@
+// Package dialect is the contract between dblock's core and the SQL of one
+// database. Each database has a subpackage (postgres, mysql, sqlite) whose
+// Dialect is stateless: it holds statement texts built once from the
+// validated table name, and nothing that changes. Whatever a Locker learns
+// as it runs (which rows exist, which calls are queued) lives in the core.
+//
+// Capabilities a database lacks are reported by methods, not discovered by
+// type assertion: Batch, Tx and Notifier return nil when the database has
+// no such thing.
+package dialect
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+)
+
+// Querier is what *sql.DB, *sql.Conn, *sql.Tx and the core's statement
+// cache have in common.
+type Querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Ref names one acquisition: a key and the token it was given.
+type Ref struct {
+	Key   string
+	Token int64
+}
+
+// Info is one held lock as the database sees it (dblock.LockInfo).
+type Info struct {
+	Key     string
+	Owner   string
+	Depth   int
+	Token   int64
+	HeldFor time.Duration // -1 when unknown
+	// ExpiresIn is how long the lease has left unless it is renewed.
+	ExpiresIn time.Duration
+}
+
+// Class is what the core does about a driver error.
+type Class int
+
+// The classes of Classify.
+const (
+	Other      Class = iota
+	RolledBack       // deadlock or serialization failure: nothing was done, try again
+	Conn             // the connection failed; the statement may or may not have run
+	NoTable          // the lock table (or a column) does not exist
+)
+
+// Config is what a dialect is built from.
+type Config struct {
+	// Table is the lock table's name, already validated.
+	Table string
+	// DurableRelease makes releases wait for the disk where they would
+	// otherwise commit asynchronously (dblock.WithDurableRelease).
+	DurableRelease bool
+}
+
+// Dialect is one database's SQL. Every statement is fixed text over the
+// validated table name; values travel as arguments.
+type Dialect interface {
+	// Name names the dialect and its directory in schema.FS.
+	Name() string
+	// Quote quotes a validated identifier.
+	Quote(ident string) string
+	// Classify maps a driver error to what the core does about it.
+	Classify(err error) Class
+	// AlreadyApplied recognises the error of a migration statement that
+	// had already been applied, where the DDL cannot say IF NOT EXISTS.
+	AlreadyApplied(err error) bool
+
+	// TakesInPlace reports whether Take, an UPDATE of a row in place, is
+	// cheaper than Upsert; when false the core always upserts.
+	TakesInPlace() bool
+	// Upsert takes key for owner, re-enters it, or takes over an expired
+	// or released row, in one statement; ok is false when another owner
+	// holds the key.
+	Upsert(ctx context.Context, q Querier, key, owner string, ttl time.Duration) (token int64, ok bool, err error)
+	// Take is Upsert for a key whose row is in place; ok is also false
+	// when the row is missing.
+	Take(ctx context.Context, q Querier, key, owner string, ttl time.Duration) (token int64, ok bool, err error)
+	// Release takes one level off the acquisition (key, owner, token); at
+	// depth 0 the row is marked released, and freed is true when the
+	// dialect knows it did that. ok is false when that acquisition no
+	// longer holds the key.
+	Release(ctx context.Context, q Querier, key, owner string, token int64) (ok, freed bool, err error)
+	// Held reports, without writing or locking anything, whether an owner
+	// other than owner holds key.
+	Held(ctx context.Context, q Querier, key, owner string) (bool, error)
+	// Handoff passes the acquisition (key, owner, token), held at depth 1,
+	// to owner to with a fresh token and lease ttl, in one statement.
+	Handoff(ctx context.Context, q Querier, key, owner string, token int64, to string, ttl time.Duration) (newToken int64, ok bool, err error)
+	// Renew bumps update_time of every live acquisition in refs, never
+	// waiting for a row another transaction locked: those are returned in
+	// busy, still ours but not renewed. lost lists those no longer ours.
+	Renew(ctx context.Context, db *sql.DB, refs []Ref) (lost, busy []Ref, err error)
+	// Reap deletes at most limit expired or released rows and returns
+	// their keys.
+	Reap(ctx context.Context, db *sql.DB, limit int) ([]string, error)
+	// Linger sets the lease of acquisition (key, owner, token), at depth
+	// 1, to end atLeast after it was taken; ok is false when that moment
+	// has passed or the acquisition is no longer live.
+	Linger(ctx context.Context, q Querier, key, owner string, token int64, atLeast time.Duration) (bool, error)
+
+	// List returns every held lock, sorted by key.
+	List(ctx context.Context, q Querier) ([]Info, error)
+	// ForceRelease releases key whoever holds it and returns what held it;
+	// ok is false when nothing live held the key.
+	ForceRelease(ctx context.Context, q Querier, key string) (Info, bool, error)
+
+	// MigrateLock serialises Migrate calls for one table across processes
+	// on conn and returns the function that ends it.
+	MigrateLock(ctx context.Context, conn *sql.Conn, name string) (unlock func() error, err error)
+	// VersionSQL returns the statements that create the table recording
+	// applied migrations and insert one version into it.
+	VersionSQL() (create, insert string)
+	// Queue returns the statements on the table of FIFO tickets.
+	Queue() *QueueSQL
+
+	// Kinds names the single-call statements by their text: "upsert",
+	// "take", "handoff" or "release" (for tests and tracing).
+	Kinds() map[string]string
+
+	// Batch returns the combined statements, or nil.
+	Batch() Batch
+	// Tx returns the locks taken inside a caller's transaction, or nil.
+	Tx() Tx
+	// Notifier returns the events between Lockers, or nil.
+	Notifier() Notifier
+}
+
+// Batch runs many calls of concurrent goroutines as one statement.
+type Batch interface {
+	// Shared reports whether takes and releases may share one statement.
+	Shared() bool
+	// NeedsLastToken reports whether a combined take must know the token
+	// its Locker last left in the row (Call.Token); without it the take
+	// runs alone.
+	NeedsLastToken() bool
+	// Many runs two or more calls, on distinct keys, as one statement and
+	// sets each call's outcome; unless Shared, they are all of one kind.
+	Many(ctx context.Context, q Querier, cs []*Call)
+}
+
+// Call is one take or release in a combined statement.
+type Call struct {
+	Key, Owner string
+	TTL        time.Duration
+	// Token is a release's acquisition; for a take, what the core knows in
+	// (Batch.NeedsLastToken) and the token out.
+	Token   int64
+	Release bool
+	OK      bool
+	Freed   bool // a release that left the row at depth 0
+	Err     error
+}
+
+// Tx takes locks inside a caller's transaction.
+type Tx interface {
+	// LockTx makes one attempt to take key inside tx: the key's row
+	// exists, is locked by tx, has a fresh token and stays released, so
+	// the key is free again whenever tx ends. Unless nowait, it waits in
+	// the database while another transaction holds the row. ok is false
+	// when a lease holds the key; an error wrapping ErrLocked means tx may
+	// hold the row of a lease holder and should be rolled back.
+	LockTx(ctx context.Context, db *sql.DB, tx *sql.Tx, key string, nowait bool) (token int64, ok bool, err error)
+	// CheckTx reports whether the acquisition (key, owner, token) is live,
+	// and when it is, share-locks its row in tx until tx ends.
+	CheckTx(ctx context.Context, tx *sql.Tx, key, owner string, token int64) (bool, error)
+	// TxErr returns ErrDeadlock or ErrLockTimeout for the driver errors that
+	// mean them, and nil for any other error.
+	TxErr(err error) error
+}
+
+// Notifier pushes events between Lockers: "released" wakes waiters,
+// "wanted" tells holders to announce their release.
+type Notifier interface {
+	// Listen holds a connection of its own, calls ready once it receives
+	// events, then onEvent with each one, until ctx ends or the connection
+	// fails. It returns ErrNoNotify when the driver cannot deliver
+	// notifications. Events name keys by tag, never in clear.
+	Listen(ctx context.Context, db *sql.DB, ready func(), onEvent func(released bool, from, tag string)) error
+	// Tag names key in events.
+	Tag(key string) string
+	// ReleaseNotify is Release that also announces that Locker from
+	// released the key.
+	ReleaseNotify(ctx context.Context, q Querier, from, key, owner string, token int64) (bool, error)
+	// Want announces that Locker from waits for key.
+	Want(ctx context.Context, q Querier, from, key string) error
+	// Freed announces keys freed by other means than a release.
+	Freed(ctx context.Context, q Querier, keys []string) error
+}
+
+// QueueSQL holds the statements on the table of FIFO tickets,
+// <table>_queue. The live ticket with the smallest number (given by the
+// database in insert order) is the key's next taker.
+type QueueSQL struct {
+	// Enqueue inserts a ticket (key, Locker id, lease in ms); with
+	// Returning it returns the number, else the result's LastInsertId is.
+	Enqueue   string
+	Returning bool
+	// State reads (ahead, live, held) for (key, ticket, ticket, key): live
+	// tickets ahead (0, 1, or 2 for more), whether ticket is live, and
+	// whether a lease holds key.
+	State string
+	// Renew bumps update_time of the live tickets listed, by number.
+	Renew *Sized
+	// Dequeue deletes one ticket; Forget the ticket of (key, memo).
+	Dequeue, Forget string
+	// Reap deletes at most ReapBatch expired tickets.
+	Reap string
+	// Owned reads the token of (key, memo)'s live row on the lock table.
+	Owned string
+}
+
+// QueueTable names the ticket table of table.
+func QueueTable(table string) string { return table + "_queue" }
+
+// Limits shared by the core and the dialects.
+const (
+	// ReapBatch bounds the rows one reaping statement deletes.
+	ReapBatch = 500
+	// ReleaseTimeout bounds a release run after the caller's context ended.
+	ReleaseTimeout = 5 * time.Second
+)
+
+// Errors a dialect returns; the root package exports the same values.
+var (
+	ErrLocked      = errors.New("dblock: locked by another owner")
+	ErrDeadlock    = errors.New("dblock: deadlock; roll back and retry the transaction")
+	ErrLockTimeout = errors.New("dblock: row lock wait timed out")
+	ErrNoNotify    = errors.New("dblock: driver cannot deliver notifications")
+)

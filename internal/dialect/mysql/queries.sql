@@ -1,0 +1,163 @@
+-- MySQL and MariaDB statements of dblock. {t} is the quoted lock table, {q}
+-- its ticket table, {fence} its token floor, {expired} the condition of a
+-- row whose lease has ended, {free} that of a row anyone may take; values
+-- are ? parameters.
+
+-- name: acquire
+INSERT INTO {t} (key_id, memo, depth, token, lease_ms, update_time, acquired_time)
+SELECT ?, ?, 1, LAST_INSERT_ID(f.floor_token + 1), ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)
+FROM {fence} AS f WHERE f.id = 1 LOCK IN SHARE MODE
+ON DUPLICATE KEY UPDATE
+  acquired_time = IF({free}, UTC_TIMESTAMP(6), acquired_time),
+  token = IF({free}, LAST_INSERT_ID(token + 1), IF(memo = ?, LAST_INSERT_ID(token), token + LAST_INSERT_ID(0))),
+  memo = IF({free} OR memo = ?, ?, memo),
+  depth = IF({free} OR memo = ?, IF({free}, 1, depth + 1), depth),
+  lease_ms = IF({free} OR memo = ?, IF({free}, ?, GREATEST(lease_ms, ?)), lease_ms),
+  update_time = IF({free} OR memo = ?, UTC_TIMESTAMP(6), update_time)
+
+-- name: take
+-- takeSQL is the acquire of a released key whose row is in place: no
+-- insert attempt, duplicate-key check or fence share lock, and no
+-- expressions beyond the token's. MariaDB prepares every expression of a
+-- prepared statement again at each execution, so the upsert's IF()s and
+-- even an unevaluated lease check cost CPU that 8 goroutines on 2 cores
+-- lack. It needs no fence: the token is drawn on the locked row, and
+-- WHERE is evaluated before any assignment. A re-entry (the row held by
+-- our memo) or a takeover of a lapsed lease takes nothing here and goes
+-- on to the upsert.
+UPDATE {t} SET
+  acquired_time = UTC_TIMESTAMP(6), token = LAST_INSERT_ID(token + 1),
+  memo = ?, depth = 1, lease_ms = ?, update_time = UTC_TIMESTAMP(6)
+WHERE key_id = ? AND depth = 0
+
+-- name: release
+-- A release keeps the row's memo (depth 0 says the row is free): a memo
+-- cleared and set again changes the row's length at every cycle, which
+-- InnoDB cannot update in place; under 8 goroutines that cost as much
+-- server CPU as the rest of the release.
+UPDATE {t} SET
+  lease_ms = IF(depth = 1, 0, lease_ms),
+  update_time = IF(depth = 1, UTC_TIMESTAMP(6), update_time),
+  depth = depth - 1
+WHERE key_id = ? AND memo = ? AND token = ? AND depth > 0 AND NOT ({expired})
+
+-- name: releaseLast
+-- releaseLastSQL is the release of the last level, the common case,
+-- with constant assignments; releaseSQL handles any depth.
+UPDATE {t} SET lease_ms = 0, update_time = UTC_TIMESTAMP(6), depth = 0
+WHERE key_id = ? AND memo = ? AND token = ? AND depth = 1 AND NOT ({expired})
+
+-- name: held
+SELECT 1 FROM {t} WHERE key_id = ? AND memo <> ? AND depth > 0 AND NOT ({expired})
+
+-- name: handoff
+-- The handover reports its token through LAST_INSERT_ID(expr), as the
+-- acquire does; the WHERE clause is evaluated before any assignment.
+UPDATE {t} SET
+  token = LAST_INSERT_ID(token + 1), memo = ?, depth = 1, lease_ms = ?,
+  update_time = UTC_TIMESTAMP(6), acquired_time = UTC_TIMESTAMP(6)
+WHERE key_id = ? AND memo = ? AND token = ? AND depth = 1 AND NOT ({expired})
+
+-- name: renewLock
+-- Renewal locks the rows it renews with SKIP LOCKED (MySQL 8.0.1+,
+-- MariaDB 10.6+) in a short READ COMMITTED transaction, so a row that
+-- another transaction holds (a Lock.Check share lock) is skipped, not
+-- waited for. FORCE INDEX: with thousands of keys the optimizer may
+-- prefer a scan of the whole primary key, which would lock (next-key)
+-- every row and gap of the table, other nodes' live locks included.
+SELECT key_id, token FROM {t} FORCE INDEX (PRIMARY)
+WHERE key_id IN ({keys}) AND (key_id, token) IN ({refs}) AND depth > 0 AND NOT ({expired})
+FOR UPDATE SKIP LOCKED
+
+-- name: renew
+UPDATE {t} FORCE INDEX (PRIMARY) SET update_time = UTC_TIMESTAMP(6) WHERE key_id IN ({keys})
+
+-- name: renewCheck
+SELECT key_id, token FROM {t} FORCE INDEX (PRIMARY)
+WHERE key_id IN ({keys}) AND (key_id, token) IN ({refs}) AND depth > 0 AND NOT ({expired})
+
+-- name: reapFence
+SELECT floor_token FROM {fence} WHERE id = 1 FOR UPDATE
+
+-- name: reapScan
+SELECT key_id FROM {t} WHERE depth = 0 OR {expired} LIMIT ?
+
+-- name: reapLock
+SELECT key_id FROM {t} FORCE INDEX (PRIMARY) WHERE key_id IN ({keys}) AND (depth = 0 OR {expired}) FOR UPDATE SKIP LOCKED
+
+-- name: reapDel
+DELETE FROM {t} WHERE key_id IN ({keys})
+
+-- name: cycleMany
+-- cycleMany runs many calls, takes in place of released keys and
+-- releases of acquisitions held at depth 1 in any mix, as one statement
+-- and so one commit: under load a Locker's goroutines that take and those
+-- that release share it, as the raw cycle's 8 connections share InnoDB's
+-- group commit. A take's key is matched at depth 0 and the token this
+-- Locker left in the row when it released it, so its new token is known
+-- without LAST_INSERT_ID (which holds one value); a release's at depth 1,
+-- its memo and token, lease live. Every assignment reads the old depth,
+-- which is assigned last, so left-to-right and simultaneous assignment
+-- (MariaDB's SIMULTANEOUS_ASSIGNMENT) agree.
+UPDATE {t} FORCE INDEX (PRIMARY) SET
+  acquired_time = IF(depth = 0, UTC_TIMESTAMP(6), acquired_time),
+  token = IF(depth = 0, token + 1, token),
+  memo = IF(depth = 0, CASE key_id {whens} END, memo),
+  lease_ms = IF(depth = 0, ?, 0),
+  update_time = UTC_TIMESTAMP(6),
+  depth = 1 - depth
+WHERE key_id IN ({keys}) AND (key_id, token, depth, IF(depth = 0, '', memo)) IN ({refs})
+  AND (depth = 0 OR NOT ({expired}))
+
+-- name: confirmMany
+-- confirmMany finds which calls of a cycleMany that changed fewer rows
+-- than it had calls were done: a taken row carries the take's memo at
+-- the new token (a memo without Owner is fresh, so only that call set
+-- it), a released one the release's memo and token at depth 0.
+SELECT key_id FROM {t} FORCE INDEX (PRIMARY)
+WHERE key_id IN ({keys}) AND (key_id, memo, token, depth > 0) IN ({refs})
+
+-- name: tx.probe
+SELECT depth > 0 AND NOT ({expired}) FROM {t} WHERE key_id = ?
+
+-- name: tx.create
+INSERT INTO {t} (key_id, memo, depth, token, lease_ms, update_time)
+SELECT ?, '', 0, f.floor_token, 0, UTC_TIMESTAMP(6)
+FROM {fence} AS f WHERE f.id = 1 LOCK IN SHARE MODE
+ON DUPLICATE KEY UPDATE key_id = key_id
+
+-- name: tx.rowNowait
+SELECT key_id FROM {t} WHERE key_id = ? FOR UPDATE NOWAIT
+
+-- name: tx.take
+UPDATE {t} SET
+  token = LAST_INSERT_ID(token + 1), memo = '', lease_ms = 0, update_time = UTC_TIMESTAMP(6), depth = 0
+WHERE key_id = ? AND (depth = 0 OR {expired})
+
+-- name: tx.check
+SELECT 1 FROM {t}
+WHERE key_id = ? AND memo = ? AND token = ? AND depth > 0 AND NOT ({expired})
+LOCK IN SHARE MODE
+
+-- name: queue.enqueue
+INSERT INTO {q} (key_id, memo, lease_ms, update_time) VALUES (?, ?, ?, UTC_TIMESTAMP(6))
+
+-- name: queue.state
+SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM {q} WHERE key_id = ? AND ticket < ? AND {live} LIMIT 2) a),
+  EXISTS (SELECT 1 FROM {q} WHERE ticket = ? AND {live}),
+  EXISTS (SELECT 1 FROM {t} WHERE key_id = ? AND depth > 0 AND NOT ({expired}))
+
+-- name: queue.renew
+UPDATE {q} SET update_time = UTC_TIMESTAMP(6) WHERE ticket IN ({list}) AND {live}
+
+-- name: queue.dequeue
+DELETE FROM {q} WHERE ticket = ?
+
+-- name: queue.forget
+DELETE FROM {q} WHERE key_id = ? AND memo = ?
+
+-- name: queue.owned
+SELECT token FROM {t} WHERE key_id = ? AND memo = ? AND depth > 0 AND NOT ({expired})
+
+-- name: queue.reap
+DELETE FROM {q} WHERE NOT ({live}) LIMIT {limit}

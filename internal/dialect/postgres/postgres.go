@@ -1,0 +1,324 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	_ "embed"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dblockhq/dblock/internal/dberr"
+	"github.com/dblockhq/dblock/internal/dialect"
+)
+
+// postgres implements dialect.Dialect for PostgreSQL. Times are the server's
+// statement_timestamp() (timestamptz), so session TimeZone settings do not
+// matter. Tokens come from the sequence <table>_token_seq, which no DELETE can
+// move back. A takeover draws its token in the DO UPDATE, after the row lock
+// is held: the token drawn by VALUES before a wait on that lock may be
+// smaller than one handed out meanwhile.
+type postgres struct {
+	table                  string
+	acquireSQL, releaseSQL string
+	takeSQL                string
+	handoffSQL, heldSQL    string
+	renewSQL, reapSQL      string
+	releaseNotifySQL       string
+	takeMany, releaseMany  *dialect.Sized // combined statements, by number of calls
+	fenceKey               int64          // the reap fence's advisory lock
+	versionDDL             string
+	tx                     *pgTx
+}
+
+var _ dialect.Dialect = (*postgres)(nil)
+
+//go:embed queries.sql
+var queriesSQL string
+
+// queries are the statement templates of queries.sql.
+var queries = dialect.ParseQueries(queriesSQL)
+
+const pgExpired = `l.update_time + l.lease_ms * interval '1 millisecond' <= statement_timestamp()`
+
+// pgAsyncCommit, joined to a release, lets its implicit transaction commit
+// without waiting for the WAL flush; see WithDurableRelease for why that is
+// safe for a release, and only for a release.
+const pgAsyncCommit = `FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async`
+
+// pgAsyncJoin is pgAsyncCommit as the first item of a longer FROM list.
+const pgAsyncJoin = `(SELECT set_config('synchronous_commit', 'off', true)) AS async, `
+
+// New returns the PostgreSQL dialect of cfg.
+func New(cfg dialect.Config) dialect.Dialect { return build(cfg.Table, cfg.DurableRelease) }
+
+func build(table string, durableRelease bool) *postgres {
+	p := &postgres{table: table}
+	t := p.Quote(table)
+	seq := p.Quote(table + "_token_seq")
+	p.fenceKey = advisoryKey("dblock.reap:" + table)
+	async, asyncJoin := pgAsyncCommit, pgAsyncJoin
+	if durableRelease {
+		async, asyncJoin = "", ""
+	}
+	r := strings.NewReplacer("{t}", t, "{seq}", strings.ReplaceAll(seq, `'`, `''`), "{expired}", pgExpired,
+		"{async}", async, "{asyncJoin}", asyncJoin)
+	p.acquireSQL = queries.Get("acquire", r)
+	p.takeSQL = queries.Get("take", r)
+	p.releaseSQL = queries.Get("release", r)
+	p.takeMany = dialect.ValuesSQL(queries.Get("takeMany", r), 2, "text", "text")
+	p.releaseMany = dialect.ValuesSQL(queries.Get("releaseMany", r), 1, "text", "text", "bigint")
+	p.heldSQL = queries.Get("held", r)
+	p.handoffSQL = queries.Get("handoff", r)
+	p.releaseNotifySQL = queries.Get("releaseNotify", r)
+	p.renewSQL = queries.Get("renew", r)
+	p.reapSQL = queries.Get("reap", r)
+	p.versionDDL = `CREATE TABLE IF NOT EXISTS ` + p.Quote(table+"_version") + ` (
+    version    BIGINT      NOT NULL PRIMARY KEY,
+    applied_at TIMESTAMPTZ NOT NULL DEFAULT statement_timestamp()
+)`
+	p.tx = newPgTx(r)
+	return p
+}
+
+func (p *postgres) Quote(ident string) string { return `"` + ident + `"` }
+
+// TakesInPlace implements dialect.Dialect.
+func (p *postgres) TakesInPlace() bool { return true }
+
+// Upsert holds the table's reap fence before it draws the insert token.
+func (p *postgres) Upsert(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration) (int64, bool, error) {
+	return dialect.ScanToken(q.QueryRowContext(ctx, p.acquireSQL, key, owner, ttl.Milliseconds(), p.fenceKey))
+}
+
+// Take takes key in place, alone.
+func (p *postgres) Take(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration) (int64, bool, error) {
+	return dialect.ScanToken(q.QueryRowContext(ctx, p.takeSQL, key, owner, ttl.Milliseconds()))
+}
+
+// Batch implements dialect.Dialect.
+func (p *postgres) Batch() dialect.Batch { return pgBatch{p} }
+
+// pgBatch combines takes in place and releases, each kind apart.
+type pgBatch struct{ p *postgres }
+
+func (pgBatch) Shared() bool         { return false }
+func (pgBatch) NeedsLastToken() bool { return false }
+
+// Many runs the takes or the releases of cs as one statement.
+func (b pgBatch) Many(ctx context.Context, q dialect.Querier, cs []*dialect.Call) {
+	if cs[0].Release {
+		b.p.releaseBatch(ctx, q, cs)
+		return
+	}
+	b.p.takeBatch(ctx, q, cs)
+}
+
+// takeBatch takes the calls' keys in place in one statement; a key it does
+// not return was not taken (the core then reads or upserts it alone).
+func (p *postgres) takeBatch(ctx context.Context, q dialect.Querier, cs []*dialect.Call) {
+	dialect.SortByKey(cs)
+	pc := dialect.Padded(cs)
+	args := append(make([]any, 0, 1+2*len(pc)), cs[0].TTL.Milliseconds())
+	args = dialect.AppendArgs(args, pc, func(c *dialect.Call) []any { return []any{c.Key, c.Owner} })
+	rows, err := q.QueryContext(ctx, p.takeMany.Text(len(pc)), args...)
+	got, err := dialect.ScanKeyTokens(rows, err)
+	for _, c := range cs {
+		c.Token, c.OK = got[c.Key]
+		c.Err = err
+	}
+}
+
+// releaseBatch releases the calls' acquisitions in one statement, which
+// returns the keys it released.
+func (p *postgres) releaseBatch(ctx context.Context, q dialect.Querier, cs []*dialect.Call) {
+	dialect.SortByKey(cs)
+	pc := dialect.Padded(cs)
+	args := dialect.AppendArgs(make([]any, 0, 3*len(pc)), pc, dialect.RefArgs)
+	rows, err := q.QueryContext(ctx, p.releaseMany.Text(len(pc)), args...)
+	var released []string
+	if err == nil {
+		released, err = dialect.ScanStrings(rows)
+	}
+	for _, c := range cs {
+		c.OK, c.Err = slices.Contains(released, c.Key), err
+	}
+}
+
+func (p *postgres) Release(ctx context.Context, q dialect.Querier, key, owner string, token int64) (ok, freed bool, err error) {
+	res, err := q.ExecContext(ctx, p.releaseSQL, key, owner, token)
+	if err != nil {
+		return false, false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, false, err
+}
+
+func (p *postgres) Held(ctx context.Context, q dialect.Querier, key, owner string) (bool, error) {
+	return dialect.ScanHeld(q.QueryRowContext(ctx, p.heldSQL, key, owner))
+}
+
+func (p *postgres) Handoff(ctx context.Context, q dialect.Querier, key, owner string, token int64, to string, ttl time.Duration) (int64, bool, error) {
+	return dialect.ScanToken(q.QueryRowContext(ctx, p.handoffSQL, key, owner, token, to, ttl.Milliseconds()))
+}
+
+func (p *postgres) Renew(ctx context.Context, db *sql.DB, refs []dialect.Ref) (lost, busy []dialect.Ref, err error) {
+	keys := make([]string, len(refs))
+	tokens := make([]int64, len(refs))
+	for i, r := range refs {
+		keys[i], tokens[i] = r.Key, r.Token
+	}
+	rows, err := db.QueryContext(ctx, p.renewSQL, keys, tokens)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	live := make(map[dialect.Ref]struct{}, len(refs))
+	renewed := make(map[dialect.Ref]struct{}, len(refs))
+	for rows.Next() {
+		var r dialect.Ref
+		var done bool
+		if err := rows.Scan(&r.Key, &r.Token, &done); err != nil {
+			return nil, nil, err
+		}
+		if done {
+			renewed[r] = struct{}{}
+		} else {
+			live[r] = struct{}{}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	for r := range live {
+		if _, ok := renewed[r]; !ok {
+			busy = append(busy, r)
+		}
+	}
+	return dialect.Missing(refs, live), busy, nil
+}
+
+// reapLockTimeout bounds how long a reap batch waits for the reap fence
+// (while it waits, new acquires queue behind it); a batch that cannot get it
+// fails with dialect.ErrLockTimeout, and Reap tries it again after a pause.
+const reapLockTimeout = "50ms"
+
+// reap deletes a batch in a short transaction that first takes the table's
+// reap fence exclusively. Every upsert holds the fence shared before it
+// draws its insert token in VALUES, and may then wait on the row: a delete
+// committed during that wait would let it insert a fresh row with a token
+// older than one handed out meanwhile. So no batch runs while an upsert is
+// in flight. An update in place (takeSQL, handoffSQL) draws its token on the
+// locked row and needs no fence; transactions that merely hold rows (LockTx,
+// Check) do not take it either and do not delay reaping.
+func (p *postgres) Reap(ctx context.Context, db *sql.DB, limit int) (keys []string, err error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if _, err = tx.ExecContext(ctx, `SET LOCAL lock_timeout = '`+reapLockTimeout+`'`); err != nil {
+		return nil, err
+	}
+	if _, err = tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, p.fenceKey); err != nil {
+		if dberr.SQLState(err) == pgLockNotAvailable {
+			err = fmt.Errorf("%w: acquires in flight, reaping later: %w", dialect.ErrLockTimeout, err)
+		}
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx, p.reapSQL, limit)
+	if err != nil {
+		return nil, err
+	}
+	keys, lapsed, err := scanReaped(rows)
+	if err != nil {
+		return nil, err
+	}
+	// A waiter for a key whose lease ran out hears of it at the commit, not
+	// at its next poll. (Released rows were announced when released.)
+	if err = p.Freed(ctx, tx, lapsed); err != nil {
+		return nil, err
+	}
+	return keys, tx.Commit()
+}
+
+// scanReaped reads the reap's (key, was held) rows: every key, and those
+// whose lease had run out while held.
+func scanReaped(rows *sql.Rows) (keys, lapsed []string, err error) {
+	defer rows.Close()
+	for rows.Next() {
+		var key string
+		var held bool
+		if err := rows.Scan(&key, &held); err != nil {
+			return keys, lapsed, err
+		}
+		keys = append(keys, key)
+		if held {
+			lapsed = append(lapsed, key)
+		}
+	}
+	return keys, lapsed, rows.Err()
+}
+
+func (p *postgres) MigrateLock(ctx context.Context, conn *sql.Conn, name string) (func() error, error) {
+	key := advisoryKey("dblock.migrate:" + name)
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {
+		return nil, err
+	}
+	return func() error {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_, err := conn.ExecContext(ctx, `SELECT pg_advisory_unlock($1)`, key)
+		return err
+	}, nil
+}
+
+// advisoryKey maps one of dblock's own advisory lock names to a key: FNV-1a
+// 64 of the name. The names start with "dblock.", so they do not meet the
+// keys of package advisory (SHA-256 of the user's key) except by a 2^-64
+// chance.
+func advisoryKey(name string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return int64(h.Sum64())
+}
+
+func (p *postgres) Name() string { return "postgres" }
+func (p *postgres) VersionSQL() (string, string) {
+	return p.versionDDL, `INSERT INTO ` + p.Quote(p.table+"_version") + ` (version) VALUES ($1)`
+}
+
+func (p *postgres) Classify(err error) dialect.Class {
+	switch s := dberr.SQLState(err); {
+	case s == "42P01" || s == "42703": // undefined table, or column: the schema is older than the code
+		return dialect.NoTable
+	case s == "40001" || s == "40P01":
+		return dialect.RolledBack
+	case strings.HasPrefix(s, "08") || s == "57P01" || s == "57P02" || s == "57P03":
+		return dialect.Conn
+	case s == "" && dberr.Conn(err):
+		return dialect.Conn
+	}
+	return dialect.Other
+}
+
+// Tx implements dialect.Dialect.
+func (p *postgres) Tx() dialect.Tx { return p }
+
+// Notifier implements dialect.Dialect.
+func (p *postgres) Notifier() dialect.Notifier { return p }
+
+// AlreadyApplied implements dialect.Dialect: every DDL says IF NOT EXISTS.
+func (p *postgres) AlreadyApplied(error) bool { return false }
+
+// Kinds implements dialect.Dialect.
+func (p *postgres) Kinds() map[string]string {
+	return map[string]string{p.acquireSQL: "upsert", p.takeSQL: "take", p.handoffSQL: "handoff",
+		p.releaseSQL: "release", p.releaseNotifySQL: "release"}
+}

@@ -1,0 +1,73 @@
+-- SQLite statements of dblock. {t} is the quoted lock table, {q} its ticket
+-- table, {fence} its token floor, {now} the clock in microseconds,
+-- {expired} the condition of a row whose lease has ended, {free} that of a
+-- row anyone may take; values are ?n parameters.
+
+-- name: held
+SELECT 1 FROM {t} WHERE key_id = ?1 AND memo <> ?2 AND depth > 0 AND NOT ({expired})
+
+-- name: acquire
+-- In DO UPDATE, bare columns are the stored row, excluded.* the new one;
+-- every SET expression sees the stored row.
+INSERT INTO {t} (key_id, memo, depth, token, lease_ms, update_time, acquired_time)
+SELECT ?1, ?2, 1, f.floor_token + 1, ?3, {now}, {now} FROM {fence} AS f WHERE f.id = 1
+ON CONFLICT (key_id) DO UPDATE SET
+  memo = excluded.memo,
+  depth = CASE WHEN {free} THEN 1 ELSE depth + 1 END,
+  token = CASE WHEN {free} THEN token + 1 ELSE token END,
+  lease_ms = CASE WHEN {free} THEN excluded.lease_ms ELSE max(lease_ms, excluded.lease_ms) END,
+  update_time = excluded.update_time,
+  acquired_time = CASE WHEN {free} THEN excluded.acquired_time ELSE acquired_time END
+WHERE {free} OR memo = excluded.memo
+RETURNING token
+
+-- name: release
+UPDATE {t} SET
+  depth = depth - 1,
+  memo = CASE WHEN depth = 1 THEN '' ELSE memo END,
+  lease_ms = CASE WHEN depth = 1 THEN 0 ELSE lease_ms END,
+  update_time = CASE WHEN depth = 1 THEN {now} ELSE update_time END
+WHERE key_id = ?1 AND memo = ?2 AND token = ?3 AND depth > 0 AND NOT ({expired})
+
+-- name: handoff
+UPDATE {t} SET
+  memo = ?4, depth = 1, token = token + 1, lease_ms = ?5,
+  update_time = {now}, acquired_time = {now}
+WHERE key_id = ?1 AND memo = ?2 AND token = ?3 AND depth = 1 AND NOT ({expired})
+RETURNING token
+
+-- name: renew
+-- The acquisitions come as one JSON array of [key, token] pairs, so the
+-- statement text and its single parameter do not depend on the batch size.
+UPDATE {t} SET update_time = {now}
+WHERE (key_id, token) IN (SELECT j.value ->> 0, j.value ->> 1 FROM json_each(?1) AS j)
+  AND depth > 0 AND NOT ({expired})
+RETURNING key_id, token
+
+-- name: reap
+DELETE FROM {t} WHERE key_id IN (
+  SELECT key_id FROM {t} WHERE depth = 0 OR {expired} LIMIT ?1)
+RETURNING key_id
+
+-- name: queue.enqueue
+INSERT INTO {q} (key_id, memo, lease_ms, update_time) VALUES (?1, ?2, ?3, {now})
+
+-- name: queue.state
+SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM {q} WHERE key_id = ?1 AND ticket < ?2 AND {live} LIMIT 2)),
+  EXISTS (SELECT 1 FROM {q} WHERE ticket = ?3 AND {live}),
+  EXISTS (SELECT 1 FROM {t} WHERE key_id = ?4 AND depth > 0 AND NOT ({expired}))
+
+-- name: queue.renew
+UPDATE {q} SET update_time = {now} WHERE ticket IN ({list}) AND {live}
+
+-- name: queue.dequeue
+DELETE FROM {q} WHERE ticket = ?1
+
+-- name: queue.forget
+DELETE FROM {q} WHERE key_id = ?1 AND memo = ?2
+
+-- name: queue.owned
+SELECT token FROM {t} WHERE key_id = ?1 AND memo = ?2 AND depth > 0 AND NOT ({expired})
+
+-- name: queue.reap
+DELETE FROM {q} WHERE ticket IN (SELECT ticket FROM {q} WHERE NOT ({live}) LIMIT {limit})
