@@ -158,3 +158,21 @@ func TestSingletonLogsJobError(t *testing.T) {
 		t.Errorf("the lock of a failed job is still held (%d)", n)
 	}
 }
+
+// LockAtLeastFor equal to LockAtMostFor (a common configuration) keeps the
+// row held after a quick job: on MySQL the lingering lease equals the one
+// the row already has, an UPDATE that changes nothing, which the driver
+// reports as no row affected.
+func TestSingletonAtLeastEqualsAtMost(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		ls := nodes(t, d, 2)
+		var runs atomic.Int32
+		job := cron.FuncJob(func() { runs.Add(1) })
+		for _, l := range ls {
+			dblock.Singleton(l, "same", dblock.LockAtLeastFor(time.Minute), dblock.LockAtMostFor(time.Minute))(job).Run()
+		}
+		if n := runs.Load(); n != 1 {
+			t.Fatalf("the job ran %d times, want 1: the first run's lock must linger", n)
+		}
+	})
+}

@@ -40,17 +40,26 @@ WHERE key_id = ? AND memo = ? AND token = ? AND depth = ? AND NOT ({expired})`))
 
 // Linger shortens the lease of a depth-1 acquisition so that it ends atLeast
 // after the acquisition by the server's clock; ok is false when that moment
-// has passed or the acquisition is no longer live.
+// has passed or the acquisition is no longer live. A lease that already
+// has that length leaves the row unchanged, which the driver reports as no
+// row affected (without clientFoundRows): a read then tells whether the
+// acquisition matched.
 func (m *mysqlDialect) Linger(ctx context.Context, q dialect.Querier, key, owner string, token int64, atLeast time.Duration) (bool, error) {
 	ms := atLeast.Milliseconds()
-	res, err := q.ExecContext(ctx, m.adminReplacer().Replace(`UPDATE {t}
+	r := m.adminReplacer()
+	res, err := q.ExecContext(ctx, r.Replace(`UPDATE {t}
 SET lease_ms = ? - FLOOR(TIMESTAMPDIFF(MICROSECOND, acquired_time, update_time) / 1000)
-WHERE key_id = ? AND memo = ? AND token = ? AND depth = 1 AND NOT ({expired})
-  AND acquired_time + INTERVAL ? * 1000 MICROSECOND > UTC_TIMESTAMP(6)`),
-		ms, key, owner, token, ms)
+WHERE `+myLingerWhere), ms, key, owner, token, ms)
 	if err != nil {
 		return false, err
 	}
-	n, err := res.RowsAffected()
-	return n == 1, err
+	if n, err := res.RowsAffected(); n == 1 || err != nil {
+		return n == 1, err
+	}
+	return dialect.RowExists(ctx, q, r.Replace(`SELECT 1 FROM {t} WHERE `+myLingerWhere), key, owner, token, ms)
 }
+
+// myLingerWhere matches a live depth-1 acquisition (key, memo, token) whose
+// lingering lease (ms from its acquisition) has not ended.
+const myLingerWhere = `key_id = ? AND memo = ? AND token = ? AND depth = 1 AND NOT ({expired})
+  AND acquired_time + INTERVAL ? * 1000 MICROSECOND > UTC_TIMESTAMP(6)`

@@ -1,0 +1,313 @@
+package dialect_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dbtest"
+	"github.com/dblockhq/dblock/internal/dialect"
+	"github.com/dblockhq/dblock/internal/dialect/mysql"
+	"github.com/dblockhq/dblock/internal/dialect/postgres"
+	"github.com/dblockhq/dblock/internal/dialect/sqlite"
+)
+
+// builders are the dialects under test, by the name the root package gives
+// them.
+var builders = map[dblock.Dialect]func(dialect.Config) dialect.Dialect{
+	dblock.Postgres: postgres.New,
+	dblock.MySQL:    mysql.New,
+	dblock.SQLite:   sqlite.New,
+}
+
+// TestConformance runs the one contract of internal/dialect against every
+// dialect, method by method, on a freshly migrated table of a real
+// database: what the core relies on, whatever the database.
+func TestConformance(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, name dblock.Dialect) {
+		db := dbtest.Open(t, name)
+		table := dbtest.Table(t, db, name)
+		d := builders[name](dialect.Config{Table: table})
+		if d.Name() != string(name) {
+			t.Fatalf("Name() = %q, want %q", d.Name(), name)
+		}
+		for _, c := range []struct {
+			name string
+			fn   func(t *testing.T, c conf)
+		}{
+			{"exclusion", confExclusion},
+			{"reentry", confReentry},
+			{"take", confTake},
+			{"handoff", confHandoff},
+			{"renew", confRenew},
+			{"reap", confReap},
+			{"admin", confAdmin},
+			{"linger", confLinger},
+			{"batch", confBatch},
+			{"tx", confTx},
+			{"classify", confClassify},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				c.fn(t, conf{ctx: ctx, d: d, db: db, key: c.name + "/k"})
+			})
+		}
+	})
+}
+
+// conf is one case's dialect, database and key of its own.
+type conf struct {
+	ctx context.Context
+	d   dialect.Dialect
+	db  *sql.DB
+	key string
+}
+
+// upsert takes key for owner and fails the test unless it was taken.
+func (c conf) upsert(t *testing.T, key, owner string) int64 {
+	t.Helper()
+	token, ok, err := c.d.Upsert(c.ctx, c.db, key, owner, time.Hour)
+	if err != nil || !ok || token <= 0 {
+		t.Fatalf("Upsert(%q, %q) = %d, %v, %v; want a token", key, owner, token, ok, err)
+	}
+	return token
+}
+
+// release releases one level and fails the test unless it was ours.
+func (c conf) release(t *testing.T, key, owner string, token int64) {
+	t.Helper()
+	if ok, _, err := c.d.Release(c.ctx, c.db, key, owner, token); !ok || err != nil {
+		t.Fatalf("Release(%q, %q, %d) = %v, %v; want released", key, owner, token, ok, err)
+	}
+}
+
+func confExclusion(t *testing.T, c conf) {
+	c.upsert(t, c.key, "a")
+	if token, ok, err := c.d.Upsert(c.ctx, c.db, c.key, "b", time.Hour); ok || err != nil {
+		t.Errorf("Upsert by another owner = %d, %v, %v; want not taken", token, ok, err)
+	}
+	if held, err := c.d.Held(c.ctx, c.db, c.key, "b"); !held || err != nil {
+		t.Errorf("Held for another owner = %v, %v; want true", held, err)
+	}
+	if held, err := c.d.Held(c.ctx, c.db, c.key, "a"); held || err != nil {
+		t.Errorf("Held for the holder = %v, %v; want false", held, err)
+	}
+	if ok, _, err := c.d.Release(c.ctx, c.db, c.key, "b", 1); ok || err != nil {
+		t.Errorf("Release by another owner = %v, %v; want refused", ok, err)
+	}
+}
+
+func confReentry(t *testing.T, c conf) {
+	first := c.upsert(t, c.key, "a")
+	if again := c.upsert(t, c.key, "a"); again != first {
+		t.Errorf("re-entry token %d, want the acquisition's %d", again, first)
+	}
+	c.release(t, c.key, "a", first) // depth 2 → 1
+	if held, _ := c.d.Held(c.ctx, c.db, c.key, "b"); !held {
+		t.Error("free after one of two releases")
+	}
+	c.release(t, c.key, "a", first) // depth 1 → 0
+	if ok, _, err := c.d.Release(c.ctx, c.db, c.key, "a", first); ok || err != nil {
+		t.Errorf("third Release = %v, %v; want not held", ok, err)
+	}
+	if next := c.upsert(t, c.key, "b"); next <= first {
+		t.Errorf("token after release %d, not above %d", next, first)
+	}
+}
+
+func confTake(t *testing.T, c conf) {
+	if !c.d.TakesInPlace() {
+		t.Skip("this dialect always upserts")
+	}
+	if token, ok, err := c.d.Take(c.ctx, c.db, c.key, "a", time.Hour); ok || err != nil {
+		t.Fatalf("Take of a missing row = %d, %v, %v; want not taken", token, ok, err)
+	}
+	first := c.upsert(t, c.key, "a")
+	c.release(t, c.key, "a", first)
+	token, ok, err := c.d.Take(c.ctx, c.db, c.key, "b", time.Hour)
+	if err != nil || !ok || token <= first {
+		t.Fatalf("Take of a released row = %d, %v, %v; want a token above %d", token, ok, err, first)
+	}
+	if _, ok, err := c.d.Take(c.ctx, c.db, c.key, "c", time.Hour); ok || err != nil {
+		t.Errorf("Take of a held row = %v, %v; want not taken", ok, err)
+	}
+}
+
+func confHandoff(t *testing.T, c conf) {
+	first := c.upsert(t, c.key, "a")
+	next, ok, err := c.d.Handoff(c.ctx, c.db, c.key, "a", first, "b", time.Hour)
+	if err != nil || !ok || next <= first {
+		t.Fatalf("Handoff = %d, %v, %v; want a token above %d", next, ok, err, first)
+	}
+	if ok, _, _ := c.d.Release(c.ctx, c.db, c.key, "a", first); ok {
+		t.Error("the old holder released after handing over")
+	}
+	if _, ok, err := c.d.Handoff(c.ctx, c.db, c.key, "a", first, "c", time.Hour); ok || err != nil {
+		t.Errorf("Handoff of an acquisition handed over already = %v, %v; want refused", ok, err)
+	}
+	c.release(t, c.key, "b", next)
+}
+
+func confRenew(t *testing.T, c conf) {
+	live := []dialect.Ref{{Key: c.key + "1"}, {Key: c.key + "2"}}
+	for i := range live {
+		live[i].Token = c.upsert(t, live[i].Key, "a")
+	}
+	gone := dialect.Ref{Key: c.key + "gone", Token: 1}
+	stale := dialect.Ref{Key: live[0].Key, Token: live[0].Token + 1000}
+	lost, busy, err := c.d.Renew(c.ctx, c.db, append(slices.Clone(live), gone, stale))
+	if err != nil || len(busy) != 0 {
+		t.Fatalf("Renew = busy %v, %v", busy, err)
+	}
+	slices.SortFunc(lost, func(a, b dialect.Ref) int { return strings.Compare(a.Key, b.Key) })
+	if len(lost) != 2 || lost[0] != stale || lost[1] != gone {
+		t.Errorf("Renew lost %v, want %v and %v", lost, stale, gone)
+	}
+}
+
+func confReap(t *testing.T, c conf) {
+	token := c.upsert(t, c.key, "a")
+	held := c.upsert(t, c.key+"held", "a")
+	c.release(t, c.key, "a", token)
+	keys, err := c.d.Reap(c.ctx, c.db, dialect.ReapBatch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(keys, c.key) || slices.Contains(keys, c.key+"held") {
+		t.Errorf("Reap = %v; want the released %q, not the held one", keys, c.key)
+	}
+	if next := c.upsert(t, c.key, "b"); next <= max(token, held) {
+		t.Errorf("token of a reaped key %d, not above %d", next, max(token, held))
+	}
+}
+
+func confAdmin(t *testing.T, c conf) {
+	token := c.upsert(t, c.key, "a")
+	c.upsert(t, c.key, "a")
+	infos, err := c.d.List(c.ctx, c.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(infos, func(i dialect.Info) bool { return i.Key == c.key })
+	if i < 0 || infos[i].Owner != "a" || infos[i].Depth != 2 || infos[i].Token != token || infos[i].ExpiresIn <= 0 {
+		t.Fatalf("List = %+v; want %q held by a at depth 2, token %d", infos, c.key, token)
+	}
+	if !slices.IsSortedFunc(infos, func(a, b dialect.Info) int { return strings.Compare(a.Key, b.Key) }) {
+		t.Errorf("List not sorted by key: %+v", infos)
+	}
+	info, ok, err := c.d.ForceRelease(c.ctx, c.db, c.key)
+	if err != nil || !ok || info.Owner != "a" || info.Token != token {
+		t.Fatalf("ForceRelease = %+v, %v, %v; want a's acquisition", info, ok, err)
+	}
+	if _, ok, err := c.d.ForceRelease(c.ctx, c.db, c.key); ok || err != nil {
+		t.Errorf("second ForceRelease = %v, %v; want nothing held", ok, err)
+	}
+}
+
+func confLinger(t *testing.T, c conf) {
+	token := c.upsert(t, c.key, "a")
+	if ok, err := c.d.Linger(c.ctx, c.db, c.key, "a", token, time.Hour); !ok || err != nil {
+		t.Fatalf("Linger = %v, %v; want the lease set", ok, err)
+	}
+	if held, _ := c.d.Held(c.ctx, c.db, c.key, "b"); !held {
+		t.Error("key free after Linger of an hour")
+	}
+	if ok, err := c.d.Linger(c.ctx, c.db, c.key, "a", token+1, time.Hour); ok || err != nil {
+		t.Errorf("Linger of another acquisition = %v, %v; want refused", ok, err)
+	}
+}
+
+func confBatch(t *testing.T, c conf) {
+	b := c.d.Batch()
+	if b == nil {
+		t.Skip("this dialect combines nothing")
+	}
+	keys := []string{c.key + "2", c.key + "1"} // not in key order
+	last := map[string]int64{}
+	for _, k := range keys {
+		token := c.upsert(t, k, "a")
+		c.release(t, k, "a", token)
+		last[k] = token
+	}
+	takes := make([]*dialect.Call, len(keys))
+	for i, k := range keys {
+		takes[i] = &dialect.Call{Key: k, Owner: "b", TTL: time.Hour}
+		if b.NeedsLastToken() {
+			takes[i].Token = last[k]
+		}
+	}
+	b.Many(c.ctx, c.db, slices.Clone(takes))
+	for _, call := range takes {
+		if !call.OK || call.Err != nil || call.Token <= last[call.Key] {
+			t.Fatalf("combined take %+v; want taken with a token above %d", call, last[call.Key])
+		}
+	}
+	releases := make([]*dialect.Call, len(takes))
+	for i, tk := range takes {
+		releases[i] = &dialect.Call{Key: tk.Key, Owner: "b", Token: tk.Token, Release: true}
+	}
+	b.Many(c.ctx, c.db, slices.Clone(releases))
+	for _, call := range releases {
+		if !call.OK || call.Err != nil {
+			t.Errorf("combined release %+v; want released", call)
+		}
+	}
+}
+
+func confTx(t *testing.T, c conf) {
+	x := c.d.Tx()
+	if x == nil {
+		t.Skip("this dialect has no locks inside transactions")
+	}
+	tx, err := c.db.BeginTx(c.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if token, ok, err := x.LockTx(c.ctx, c.db, tx, c.key, true); !ok || err != nil || token <= 0 {
+		t.Fatalf("LockTx of a free key = %d, %v, %v; want taken", token, ok, err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	token := c.upsert(t, c.key, "a")
+	tx2, err := c.db.BeginTx(c.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx2.Rollback() }()
+	if ok, err := x.CheckTx(c.ctx, tx2, c.key, "a", token); !ok || err != nil {
+		t.Errorf("CheckTx of a live lock = %v, %v; want live", ok, err)
+	}
+	if ok, err := x.CheckTx(c.ctx, tx2, c.key, "a", token+1); ok || err != nil {
+		t.Errorf("CheckTx of another token = %v, %v; want not live", ok, err)
+	}
+	if _, ok, err := x.LockTx(c.ctx, c.db, tx2, c.key, true); ok || (err != nil && !errors.Is(err, dialect.ErrLocked)) {
+		t.Errorf("LockTx of a leased key = %v, %v; want not taken", ok, err)
+	}
+}
+
+func confClassify(t *testing.T, c conf) {
+	if got := c.d.Classify(context.Canceled); got != dialect.Other {
+		t.Errorf("Classify(context.Canceled) = %d, want Other", got)
+	}
+	missing := builders[dblock.Dialect(c.d.Name())](dialect.Config{Table: dbtest.TableName()})
+	_, _, err := missing.Upsert(c.ctx, c.db, c.key, "a", time.Hour)
+	if got := c.d.Classify(err); err == nil || got != dialect.NoTable {
+		t.Errorf("Upsert on a missing table: %v, class %d; want NoTable", err, got)
+	}
+	if q := c.d.Quote("t_x"); !strings.Contains(q, "t_x") || len(q) != len("t_x")+2 {
+		t.Errorf("Quote(t_x) = %q", q)
+	}
+	kinds := c.d.Kinds()
+	if !slices.Contains(slices.Collect(maps.Values(kinds)), "upsert") || !slices.Contains(slices.Collect(maps.Values(kinds)), "release") {
+		t.Errorf("Kinds = %v; want upsert and release named", kinds)
+	}
+}
