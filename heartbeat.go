@@ -10,28 +10,9 @@ import (
 )
 
 // safetyMargin is how long before the lease can end on the server the holder
-// is told that its lock is lost, when no renewal got through.
-//
-// The server starts a lease at its own statement time (statement_timestamp()
-// or UTC_TIMESTAMP(6)), which comes after the client sent the statement; the
-// local deadline is measured from just before the send (before the pool even
-// hands out a connection), on the monotonic clock. Network and queueing delay
-// therefore only move the server's end later, so with clocks that run at the
-// same rate the local deadline ends no later than the server's lease. The
-// margin covers what remains:
-//   - clock rates that differ: ntpd and systemd-timesyncd slew at most
-//     500 ppm (0.05%) on each machine, so 0.1% together; chrony correcting a
-//     large offset may slew at up to its maxslewrate (83,333 ppm, 8.3%, by
-//     default), which eats most of the margin while it lasts;
-//   - the heartbeat goroutine waking late on a loaded machine (scheduling,
-//     GC), and the renewal call returning late after its context ended;
-//   - the time the holder needs to notice Done and stop touching the
-//     guarded resource.
-//
-// A tenth of the TTL is 3 s at the default 30 s TTL but only 30 ms at a
-// 300 ms TTL: short TTLs leave little room for the last two. No margin covers
-// a database server whose wall clock is stepped forward (settimeofday, chrony
-// makestep): leases end early on the server by the size of the step.
+// is told that its lock is lost, when no renewal got through: a tenth of
+// the TTL covers clock-rate differences, a late heartbeat and the holder's
+// reaction (docs/design.md, "The safety margin").
 func safetyMargin(ttl time.Duration) time.Duration { return ttl / 10 }
 
 func (l *Locker) register(lk *Lock) bool {

@@ -42,16 +42,9 @@ func (t *TxLock) Token() int64 {
 // tx must be a transaction on the Locker's database; pass tx.Tx for an
 // *sqlx.Tx. LockTx never commits, rolls back or closes tx.
 //
-// How it works: the key's row is locked by tx (an UPDATE that gives it a
-// fresh token and leaves it released, depth 0), so every other acquirer
-// (LockTx in another transaction, TryLock, Lock) blocks on that row lock in
-// the database until tx ends, and then finds the key free. Note that a plain
-// TryLock therefore waits for tx rather than failing at once: bound it with
-// its ctx. While another transaction holds the key, LockTx waits in the
-// database (a row lock wait, seen by its deadlock detector); while a lease
-// holder (Lock, TryLock) holds it, LockTx polls with the Locker's backoff
-// (see WithRetry) without locking the row, so the holder's renewals and
-// Unlock go on.
+// Every other acquirer of key (LockTx in another transaction, TryLock,
+// Lock) waits in the database until tx ends, so bound a TryLock by its ctx;
+// how that works is in docs/design.md ("Locks inside transactions").
 //
 // Errors: when ctx ends the error wraps ctx.Err(); a deadlock or
 // serialization failure wraps ErrDeadlock, a database lock-wait limit wraps

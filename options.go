@@ -154,27 +154,13 @@ func WithRetry(min, max time.Duration) Option {
 // WithDurableRelease makes every release of a key wait until its commit is
 // on disk, as acquisitions always do.
 //
-// By default, on PostgreSQL, a release (Unlock, and the releases Close makes)
-// commits without waiting for the WAL flush (synchronous_commit off for that
-// one statement's transaction), which halves the disk waits of a
-// lock-unlock cycle. Only acquisitions need durability:
-//   - The release is visible to every other session at once; only a
-//     database crash can undo it.
-//   - Every acquisition commits durably, and WAL is flushed in order, so once
-//     anyone has acquired the key after the release, the release is on disk
-//     too. A crash can only undo a release that nobody has acted on yet.
-//   - Such an undone release leaves the row as it was while held: the key
-//     stays taken until its lease runs out (nobody renews it any more), just
-//     as when a holder dies. Tokens never go back: only acquisitions draw
-//     from the token sequence, and their commits flush its WAL too.
-//
-// The one visible difference: after a database crash, a key released up to
-// a fraction of a second before the crash (PostgreSQL's wal_writer_delay,
-// three times over at most) may stay unavailable for one lease. Pass
-// WithDurableRelease when that wait matters more than the release's speed. A
-// lock taken with Owner(memo) whose release a crash undid is re-entered, not
-// taken afresh, by the same memo within that lease. MySQL and SQLite releases
-// are always durable: their flush setting is not per transaction.
+// By default, on PostgreSQL, a release commits without waiting for the WAL
+// flush (synchronous_commit off for that one statement), which halves the
+// disk waits of a lock-unlock cycle. The one visible difference: after a
+// database crash, a key released a fraction of a second before it may stay
+// taken for one lease; tokens never go back (docs/design.md, "Asynchronous
+// releases", says why that is safe). MySQL and SQLite releases are always
+// durable.
 func WithDurableRelease() Option {
 	return func(c *config) error {
 		c.lockerOnly = append(c.lockerOnly, "WithDurableRelease")

@@ -1,3 +1,15 @@
+// Package mysql is dblock's SQL for MySQL 8 and MariaDB. Times are
+// UTC_TIMESTAMP(6) stored in DATETIME(6), so a session's time_zone does not
+// matter; keys and memos are VARBINARY, compared byte for byte.
+//
+// Tokens: a row's token grows by one at each takeover; a new row starts
+// above <table>_fence.floor_token, which the BEFORE DELETE trigger raises to
+// the token of every row deleted (by the reaper or by hand). The acquire reads
+// the floor under a share lock, so it cannot miss a concurrent delete.
+//
+// The acquire reports its token through LAST_INSERT_ID(expr): the OK packet
+// carries the token when the key was taken or re-entered and 0 when it was
+// not, whatever the DSN's clientFoundRows says.
 package mysql
 
 import (
@@ -14,32 +26,7 @@ import (
 	driver "github.com/go-sql-driver/mysql"
 )
 
-// mysqlDialect implements dialect for MySQL 8 and MariaDB. Times are
-// UTC_TIMESTAMP(6) stored in DATETIME(6), so a session's time_zone does not
-// matter; keys and memos are VARBINARY, compared byte for byte.
-//
-// Tokens: a row's token grows by one at each takeover; a new row starts
-// above <table>_fence.floor_token, which the BEFORE DELETE trigger raises to
-// the token of every row deleted (by the reaper or by hand). The acquire reads
-// the floor under a share lock, so it cannot miss a concurrent delete.
-//
-// The acquire reports its token through LAST_INSERT_ID(expr): the OK packet
-// carries the token when the key was taken or re-entered and 0 when it was
-// not, whatever the DSN's clientFoundRows says.
-//
-// Its ON DUPLICATE KEY UPDATE assignments give the same result whether they
-// are evaluated left to right (MySQL, MariaDB's default) or all from the old
-// row (MariaDB's SIMULTANEOUS_ASSIGNMENT sql_mode). Let free be "depth = 0 or
-// expired" and ours "memo = our memo". Left to right: token and memo see the
-// old row. After memo is set, "memo = ours" holds exactly when we acquired
-// (a row we did not get keeps another owner's memo), and free still sees the
-// old depth, update_time and lease_ms, so depth is right. acquired_time
-// comes first, where every mode still sees the old row. lease_ms sees the
-// new depth (at least 1 when acquired) but the old update_time and lease_ms:
-// free is then "expired", which differs from the old value only for a
-// released row, whose lease is 0, where GREATEST(0, ttl) = ttl anyway.
-// update_time sees the new lease, but only when we acquired, where "ours"
-// already holds. TestMySQLSimultaneousAssignment checks the second mode.
+// mysqlDialect implements dialect.Dialect for MySQL and MariaDB.
 type mysqlDialect struct {
 	table                   string
 	acquireSQL, releaseSQL  string

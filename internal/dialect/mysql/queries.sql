@@ -4,6 +4,19 @@
 -- are ? parameters.
 
 -- name: acquire
+-- Its ON DUPLICATE KEY UPDATE assignments give the same result whether they
+-- are evaluated left to right (MySQL, MariaDB's default) or all from the old
+-- row (MariaDB's SIMULTANEOUS_ASSIGNMENT sql_mode). Let free be "depth = 0 or
+-- expired" and ours "memo = our memo". Left to right: token and memo see the
+-- old row. After memo is set, "memo = ours" holds exactly when we acquired
+-- (a row we did not get keeps another owner's memo), and free still sees the
+-- old depth, update_time and lease_ms, so depth is right. acquired_time
+-- comes first, where every mode still sees the old row. lease_ms sees the
+-- new depth (at least 1 when acquired) but the old update_time and lease_ms:
+-- free is then "expired", which differs from the old value only for a
+-- released row, whose lease is 0, where GREATEST(0, ttl) = ttl anyway.
+-- update_time sees the new lease, but only when we acquired, where "ours"
+-- already holds. TestMySQLSimultaneousAssignment checks the second mode.
 INSERT INTO {t} (key_id, memo, depth, token, lease_ms, update_time, acquired_time)
 SELECT ?, ?, 1, LAST_INSERT_ID(f.floor_token + 1), ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)
 FROM {fence} AS f WHERE f.id = 1 LOCK IN SHARE MODE

@@ -1,3 +1,9 @@
+// Package postgres is dblock's SQL for PostgreSQL. Times are the server's
+// statement_timestamp() (timestamptz), so session TimeZone settings do not
+// matter. Tokens come from the sequence <table>_token_seq, which no DELETE can
+// move back. A takeover draws its token in the DO UPDATE, after the row lock
+// is held: the token drawn by VALUES before a wait on that lock may be
+// smaller than one handed out meanwhile.
 package postgres
 
 import (
@@ -14,12 +20,7 @@ import (
 	"github.com/dblockhq/dblock/internal/dialect"
 )
 
-// postgres implements dialect.Dialect for PostgreSQL. Times are the server's
-// statement_timestamp() (timestamptz), so session TimeZone settings do not
-// matter. Tokens come from the sequence <table>_token_seq, which no DELETE can
-// move back. A takeover draws its token in the DO UPDATE, after the row lock
-// is held: the token drawn by VALUES before a wait on that lock may be
-// smaller than one handed out meanwhile.
+// postgres implements dialect.Dialect for PostgreSQL.
 type postgres struct {
 	table                  string
 	acquireSQL, releaseSQL string

@@ -1,21 +1,4 @@
-// Package sqlite is dblock's SQL for SQLite 3.42 or later.
-package sqlite
-
-import (
-	"context"
-	"database/sql"
-	_ "embed"
-	"encoding/json"
-	"errors"
-	"strings"
-	"time"
-
-	"github.com/dblockhq/dblock/internal/dberr"
-	"github.com/dblockhq/dblock/internal/dialect"
-	"github.com/dblockhq/dblock/internal/retry"
-)
-
-// sqliteDialect implements dialect for SQLite 3.42 or later through
+// Package sqlite is dblock's SQL for SQLite 3.42 or later through
 // modernc.org/sqlite, which the program imports (dblock does not, so programs
 // that never use SQLite do not link it). Locks exclude the processes and
 // goroutines that open the same database file, on one host.
@@ -39,6 +22,23 @@ import (
 // and then fails with SQLITE_BUSY, which is classified dialect.RolledBack: nothing
 // was written, so the acquire is sent again. Under WAL, readers never block
 // the writer.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/dblockhq/dblock/internal/dberr"
+	"github.com/dblockhq/dblock/internal/dialect"
+	"github.com/dblockhq/dblock/internal/retry"
+)
+
+// sqliteDialect implements dialect.Dialect for SQLite.
 type sqliteDialect struct {
 	table                  string
 	heldSQL                string
