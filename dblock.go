@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/dblockhq/dblock/internal/acquire"
@@ -35,30 +34,15 @@ type Locker struct {
 	heldKeys map[string]int    // keys of held, with their count
 	heldTags map[string]string // notification tag → key, for held keys (notifier only)
 	closed   bool
-	kick     chan struct{} // wakes the heartbeat loop for a lock due before wakeAt
-	wakeAt   time.Time     // when the heartbeat loop next wakes (zero: not yet known); under mu
-	kicks    atomic.Int64  // kicks the heartbeat loop received
-	pace     renewPace     // renewal speed; heartbeat loop only
-	// testHookBeat, when set (by tests), runs in the heartbeat loop
-	// before each beat.
-	testHookBeat atomic.Pointer[func()]
-	// testHookRenew, when set (by tests), runs before each renewal
-	// statement.
-	testHookRenew atomic.Pointer[func()]
-	closing       chan struct{} // closed by Close
-	ctx           context.Context
-	cancel        context.CancelFunc
-	wg            sync.WaitGroup // the heartbeat loop, the listener, and what spawn runs
+	hb       beatState     // the heartbeat loop's pacing
+	closing  chan struct{} // closed by Close
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup // the heartbeat loop, the listener, and what spawn runs
 
-	listenOnce  sync.Once
-	readyOnce   sync.Once
-	listenReady chan struct{} // closed once the listener is ready or gave up
-	listenState atomic.Int32
-	id          string // names this Locker in notifications
-	wantMu      sync.Mutex
-	wanted      map[string]time.Time // keys others wait for, until when
-	foreign     map[string]time.Time // keys our waiters found held elsewhere, until when
-	yields      map[string]time.Time // keys our waiters stand back from, until when
+	id   string     // names this Locker in notifications
+	ev   events     // the listener (PostgreSQL)
+	fair contention // keys other Lockers want, or hold
 
 	fifo *fifoQueue // tickets (WithFIFO); its statements serve Reap in any mode
 
@@ -85,17 +69,17 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	}
 	l := &Locker{
 		db: db, d: d, dialect: name, cfg: c, log: c.logger,
-		id:          newOwner()[len(ownerPrefix):][:16],
-		stmts:       dialect.NewStmtCache(db),
-		held:        make(map[*Lock]struct{}),
-		heldKeys:    make(map[string]int),
-		kick:        make(chan struct{}, 1),
-		closing:     make(chan struct{}),
-		listenReady: make(chan struct{}),
-		fifo:        newFIFOQueue(d.Queue()),
-		acq:         acquire.New(d, !c.noCombining, releaseTimeout),
+		id:       newOwner()[len(ownerPrefix):][:16],
+		stmts:    dialect.NewStmtCache(db),
+		held:     make(map[*Lock]struct{}),
+		heldKeys: make(map[string]int),
+		closing:  make(chan struct{}),
+		fifo:     newFIFOQueue(d.Queue()),
+		acq:      acquire.New(d, !c.noCombining, releaseTimeout),
 	}
 	l.q = l.stmts
+	l.hb.kick = make(chan struct{}, 1)
+	l.ev.ready = make(chan struct{})
 	if n := d.Notifier(); n != nil {
 		l.waits.tagOf = n.Tag
 	}

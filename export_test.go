@@ -48,7 +48,7 @@ func QueueLen(l *Locker, key string) int {
 
 // Kicks reports how often l's heartbeat loop was woken for a new lock.
 // Test hook.
-func Kicks(l *Locker) int64 { return l.kicks.Load() }
+func Kicks(l *Locker) int64 { return l.hb.kicks.Load() }
 
 // Notifying reports whether l receives release events. Test hook.
 func Notifying(l *Locker) bool { return l.notifying() }
@@ -125,7 +125,7 @@ func SharedCombiner(l *Locker) bool {
 	return takes == releases
 }
 
-func ListenerReady(l *Locker) <-chan struct{} { return l.listenReady }
+func ListenerReady(l *Locker) <-chan struct{} { return l.ev.ready }
 
 // TicketRenewals reports how many rounds of FIFO ticket renewals l has run.
 // Test hook.
@@ -137,10 +137,10 @@ func StallHeartbeat(l *Locker) (resume func()) {
 	stall := make(chan struct{})
 	var once sync.Once
 	hook := func() { <-stall }
-	l.testHookBeat.Store(&hook)
+	l.hb.hookBeat.Store(&hook)
 	return func() {
 		once.Do(func() {
-			l.testHookBeat.Store(nil)
+			l.hb.hookBeat.Store(nil)
 			close(stall)
 		})
 	}
@@ -150,5 +150,5 @@ func StallHeartbeat(l *Locker) (resume func()) {
 // database would. Test hook.
 func SlowRenewals(l *Locker, d time.Duration) {
 	hook := func() { time.Sleep(d) }
-	l.testHookRenew.Store(&hook)
+	l.hb.hookRenew.Store(&hook)
 }

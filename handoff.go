@@ -3,8 +3,18 @@ package dblock
 import (
 	"context"
 	"math"
+	"sync"
 	"time"
 )
+
+// contention is what a Locker knows of other Lockers' interest in keys,
+// each entry until a moment.
+type contention struct {
+	mu      sync.Mutex
+	wanted  map[string]time.Time // keys others wait for
+	foreign map[string]time.Time // keys our waiters found held elsewhere
+	yields  map[string]time.Time // keys our waiters stand back from
+}
 
 // A release with a local waiter hands the key straight to it: one statement
 // moves the row to the waiter's owner memo with a fresh token, so a handover
@@ -103,30 +113,30 @@ func (l *Locker) localTurns(key string) int {
 
 // yield makes our waiters for key stand back for yieldWindow.
 func (l *Locker) yield(key string) {
-	l.wantMu.Lock()
-	defer l.wantMu.Unlock()
-	markUntil(&l.yields, key, time.Now().Add(yieldWindow))
+	l.fair.mu.Lock()
+	defer l.fair.mu.Unlock()
+	markUntil(&l.fair.yields, key, time.Now().Add(yieldWindow))
 }
 
 // endYield ends our standing back from key: another Locker has had it.
 func (l *Locker) endYield(key string) {
-	l.wantMu.Lock()
-	defer l.wantMu.Unlock()
-	delete(l.yields, key)
+	l.fair.mu.Lock()
+	defer l.fair.mu.Unlock()
+	delete(l.fair.yields, key)
 }
 
 // yielding reports whether our waiters for key stand back; if so it sets
 // poll to fire when they may try again.
 func (l *Locker) yielding(key string, poll *time.Timer) bool {
-	l.wantMu.Lock()
-	defer l.wantMu.Unlock()
-	until, ok := l.yields[key]
+	l.fair.mu.Lock()
+	defer l.fair.mu.Unlock()
+	until, ok := l.fair.yields[key]
 	if !ok {
 		return false
 	}
 	d := time.Until(until)
 	if d <= 0 {
-		delete(l.yields, key)
+		delete(l.fair.yields, key)
 		return false
 	}
 	poll.Reset(d)

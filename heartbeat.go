@@ -4,10 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/dblockhq/dblock/internal/dialect"
 )
+
+// beatState is the heartbeat loop's: when it wakes and how fast renewals go.
+type beatState struct {
+	kick   chan struct{} // wakes the loop for a lock due before wakeAt
+	wakeAt time.Time     // when the loop next wakes (zero: not yet known); under Locker.mu
+	kicks  atomic.Int64  // kicks the loop received
+	pace   renewPace     // renewal speed; the loop only
+	// hookBeat and hookRenew, when set (by tests), run before each beat
+	// and before each renewal statement.
+	hookBeat, hookRenew atomic.Pointer[func()]
+}
 
 // safetyMargin is how long before the lease can end on the server the holder
 // is told that its lock is lost, when no renewal got through: a tenth of
@@ -36,12 +48,12 @@ func (l *Locker) register(lk *Lock) bool {
 	// is then at most the acquire's duration later than the renewal); its
 	// deadline, at least four tenths of the lease after the renewal, must
 	// not be overslept.
-	kick := l.wakeAt.IsZero() || lk.deadline.Before(l.wakeAt) ||
-		lk.nextBeat.Before(l.wakeAt.Add(-lk.interval/8))
+	kick := l.hb.wakeAt.IsZero() || lk.deadline.Before(l.hb.wakeAt) ||
+		lk.nextBeat.Before(l.hb.wakeAt.Add(-lk.interval/8))
 	l.mu.Unlock()
 	if kick {
 		select {
-		case l.kick <- struct{}{}:
+		case l.hb.kick <- struct{}{}:
 		default:
 		}
 	}
@@ -116,13 +128,13 @@ func (l *Locker) heartbeatLoop() {
 		case <-l.closing:
 			timer.Stop()
 			return
-		case <-l.kick:
-			l.kicks.Add(1)
+		case <-l.hb.kick:
+			l.hb.kicks.Add(1)
 			timer.Stop()
 			continue
 		case <-timer.C:
 		}
-		if hook := l.testHookBeat.Load(); hook != nil {
+		if hook := l.hb.hookBeat.Load(); hook != nil {
 			(*hook)()
 		}
 		lastErr = l.beat(lastErr)
@@ -149,7 +161,7 @@ func (l *Locker) nextWake() time.Time {
 	if wake.IsZero() {
 		wake = time.Now().Add(l.cfg.heartbeat)
 	}
-	l.wakeAt = wake
+	l.hb.wakeAt = wake
 	return wake
 }
 
@@ -201,7 +213,7 @@ func (l *Locker) renewChunk(ctx context.Context, chunk []*Lock) error {
 			refs = append(refs, r)
 		}
 	}
-	if hook := l.testHookRenew.Load(); hook != nil {
+	if hook := l.hb.hookRenew.Load(); hook != nil {
 		(*hook)()
 	}
 	lost, busy, err := l.d.Renew(ctx, l.db, refs)

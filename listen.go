@@ -2,11 +2,21 @@ package dblock
 
 import (
 	"errors"
-	"github.com/dblockhq/dblock/internal/dialect"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/dblockhq/dblock/internal/dialect"
 )
 
 // Listener states.
+// events is the Locker's listener: started once, ready once.
+type events struct {
+	once, readyOnce sync.Once
+	ready           chan struct{} // closed once the listener is ready or gave up
+	state           atomic.Int32
+}
+
 const (
 	listenOff         int32 = iota // not (or no longer) receiving events
 	listenOn                       // events arrive: waiters rely on them
@@ -21,13 +31,13 @@ func (l *Locker) startListener() bool {
 	if n == nil {
 		return false
 	}
-	l.listenOnce.Do(func() {
+	l.ev.once.Do(func() {
 		// Close sets closed under mu before it waits for wg: a listener is
 		// only started, and counted, while the Locker is open.
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if l.closed {
-			l.readyOnce.Do(func() { close(l.listenReady) })
+			l.ev.readyOnce.Do(func() { close(l.ev.ready) })
 			return
 		}
 		l.wg.Add(1)
@@ -45,35 +55,35 @@ func (l *Locker) ensureListener() {
 	t := time.NewTimer(time.Second)
 	defer t.Stop()
 	select {
-	case <-l.listenReady:
+	case <-l.ev.ready:
 	case <-t.C:
 	case <-l.closing:
 	}
 }
 
 // notifying reports whether release events currently reach this Locker.
-func (l *Locker) notifying() bool { return l.listenState.Load() == listenOn }
+func (l *Locker) notifying() bool { return l.ev.state.Load() == listenOn }
 
 // listenLoop keeps one listening connection, reconnecting with backoff; after
 // each (re)connection it wakes every waiter, as events may have been missed.
 func (l *Locker) listenLoop(n dialect.Notifier) {
 	defer l.wg.Done()
-	defer l.readyOnce.Do(func() { close(l.listenReady) })
+	defer l.ev.readyOnce.Do(func() { close(l.ev.ready) })
 	b := newBackoff(50*time.Millisecond, 5*time.Second)
 	for {
 		err := n.Listen(l.ctx, l.db,
 			func() {
-				l.listenState.Store(listenOn)
-				l.readyOnce.Do(func() { close(l.listenReady) })
+				l.ev.state.Store(listenOn)
+				l.ev.readyOnce.Do(func() { close(l.ev.ready) })
 				l.waits.wakeAll()
 				b = newBackoff(50*time.Millisecond, 5*time.Second)
 			},
 			l.onEvent)
 		if errors.Is(err, dialect.ErrNoNotify) {
-			l.listenState.Store(listenUnsupported)
+			l.ev.state.Store(listenUnsupported)
 			return
 		}
-		l.listenState.Store(listenOff)
+		l.ev.state.Store(listenOff)
 		if l.ctx.Err() != nil {
 			return
 		}
@@ -115,9 +125,9 @@ func (l *Locker) onEvent(released bool, from, tag string) {
 	if from == l.id {
 		return // our own waiters are known without the database
 	}
-	l.wantMu.Lock()
-	defer l.wantMu.Unlock()
-	markUntil(&l.wanted, tag, time.Now().Add(wantWindow))
+	l.fair.mu.Lock()
+	defer l.fair.mu.Unlock()
+	markUntil(&l.fair.wanted, tag, time.Now().Add(wantWindow))
 }
 
 // recheckHeld makes the heartbeat renew at once every held lock on the key
@@ -138,7 +148,7 @@ func (l *Locker) recheckHeld(tag string) {
 	l.mu.Unlock()
 	if ok {
 		select {
-		case l.kick <- struct{}{}:
+		case l.hb.kick <- struct{}{}:
 		default:
 		}
 	}
@@ -160,15 +170,15 @@ func (l *Locker) wantedElsewhere(key string) bool {
 	if n == nil {
 		return false
 	}
-	l.wantMu.Lock()
-	defer l.wantMu.Unlock()
-	if len(l.wanted) == 0 {
+	l.fair.mu.Lock()
+	defer l.fair.mu.Unlock()
+	if len(l.fair.wanted) == 0 {
 		return false
 	}
 	tag := n.Tag(key)
-	until, ok := l.wanted[tag]
+	until, ok := l.fair.wanted[tag]
 	if ok && time.Now().After(until) {
-		delete(l.wanted, tag)
+		delete(l.fair.wanted, tag)
 		return false
 	}
 	return ok
@@ -181,9 +191,9 @@ const fairPoll = time.Millisecond
 // markForeign records that our waiter for key found it held by another
 // Locker.
 func (l *Locker) markForeign(key string) {
-	l.wantMu.Lock()
-	defer l.wantMu.Unlock()
-	markUntil(&l.foreign, key, time.Now().Add(wantWindow))
+	l.fair.mu.Lock()
+	defer l.fair.mu.Unlock()
+	markUntil(&l.fair.foreign, key, time.Now().Add(wantWindow))
 }
 
 // fairPolling reports whether waiters for key should poll instead of being
@@ -196,11 +206,11 @@ func (l *Locker) fairPolling(key string) bool {
 	if l.notifying() {
 		return false
 	}
-	l.wantMu.Lock()
-	defer l.wantMu.Unlock()
-	until, ok := l.foreign[key]
+	l.fair.mu.Lock()
+	defer l.fair.mu.Unlock()
+	until, ok := l.fair.foreign[key]
 	if ok && time.Now().After(until) {
-		delete(l.foreign, key)
+		delete(l.fair.foreign, key)
 		return false
 	}
 	return ok

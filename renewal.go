@@ -137,14 +137,14 @@ func (l *Locker) earliestDeadline() time.Time {
 // save none of them. It returns the last statement's error.
 func (l *Locker) renewDue(due []*Lock, shortest time.Duration) (lastErr error) {
 	for len(due) > 0 && l.ctx.Err() == nil {
-		chunk := due[:min(l.pace.chunk(shortest), len(due))]
+		chunk := due[:min(l.hb.pace.chunk(shortest), len(due))]
 		due = due[len(chunk):]
 		ctx, cancel := context.WithDeadline(l.ctx, chunk[len(chunk)-1].deadline)
 		start := time.Now()
 		lastErr = l.renewChunk(ctx, chunk)
 		cancel()
 		if lastErr == nil {
-			l.pace.observe(len(chunk), time.Since(start))
+			l.hb.pace.observe(len(chunk), time.Since(start))
 		}
 	}
 	return lastErr
@@ -154,10 +154,10 @@ func (l *Locker) renewDue(due []*Lock, shortest time.Duration) (lastErr error) {
 // too slowly for the locks held: before any lease ends, so an operator can
 // add capacity, lengthen the TTL or hold fewer locks.
 func (l *Locker) warnIfBehind(needed float64) {
-	if !l.pace.behind(needed) || time.Since(l.pace.lastWarn) < paceWarnEvery {
+	if !l.hb.pace.behind(needed) || time.Since(l.hb.pace.lastWarn) < paceWarnEvery {
 		return
 	}
-	l.pace.lastWarn = time.Now()
+	l.hb.pace.lastWarn = time.Now()
 	l.log.Warn("dblock: renewals cannot keep up; leases may end",
-		"held", l.Held(), "renewals_needed_per_s", int(needed), "renewals_done_per_s", int(l.pace.rate))
+		"held", l.Held(), "renewals_needed_per_s", int(needed), "renewals_done_per_s", int(l.hb.pace.rate))
 }

@@ -161,3 +161,13 @@ func ReleaseIfUnchanged(ctx context.Context, q Querier, key, get, upd string) (I
 	}
 	return Info{}, false, fmt.Errorf("dblock: %q changed %d times while being released; try again", key, forceRetries)
 }
+
+// ExecOne runs query and reports whether it changed exactly one row.
+func ExecOne(ctx context.Context, q Querier, query string, args ...any) (bool, error) {
+	res, err := q.ExecContext(ctx, query, args...)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}

@@ -47,14 +47,11 @@ WHERE key_id = ? AND memo = ? AND token = ? AND depth = ? AND NOT ({expired})`))
 func (m *mysqlDialect) Linger(ctx context.Context, q dialect.Querier, key, owner string, token int64, atLeast time.Duration) (bool, error) {
 	ms := atLeast.Milliseconds()
 	r := m.adminReplacer()
-	res, err := q.ExecContext(ctx, r.Replace(`UPDATE {t}
+	ok, err := dialect.ExecOne(ctx, q, r.Replace(`UPDATE {t}
 SET lease_ms = ? - FLOOR(TIMESTAMPDIFF(MICROSECOND, acquired_time, update_time) / 1000)
 WHERE `+myLingerWhere), ms, key, owner, token, ms)
-	if err != nil {
-		return false, err
-	}
-	if n, err := res.RowsAffected(); n == 1 || err != nil {
-		return n == 1, err
+	if ok || err != nil {
+		return ok, err
 	}
 	return dialect.RowExists(ctx, q, r.Replace(`SELECT 1 FROM {t} WHERE `+myLingerWhere), key, owner, token, ms)
 }

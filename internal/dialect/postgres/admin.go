@@ -50,14 +50,10 @@ RETURNING old.key_id, old.memo, old.depth, old.token, old.held_us, old.expires_u
 // after the acquisition by the server's clock; ok is false when that moment
 // has passed or the acquisition is no longer live.
 func (p *postgres) Linger(ctx context.Context, q dialect.Querier, key, owner string, token int64, atLeast time.Duration) (bool, error) {
-	res, err := q.ExecContext(ctx, p.adminReplacer().Replace(`UPDATE {t} AS l
+	return dialect.ExecOne(ctx, q, p.adminReplacer().Replace(`UPDATE {t} AS l
 SET lease_ms = $4::bigint - FLOOR(EXTRACT(EPOCH FROM (l.update_time - l.acquired_time)) * 1000)::bigint
 WHERE l.key_id = $1 AND l.memo = $2 AND l.token = $3 AND l.depth = 1 AND NOT ({expired})
   AND l.acquired_time + $4::bigint * interval '1 millisecond' > statement_timestamp()`),
 		key, owner, token, atLeast.Milliseconds())
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
-	return n == 1, err
+
 }

@@ -149,12 +149,8 @@ func (p *postgres) releaseBatch(ctx context.Context, q dialect.Querier, cs []*di
 }
 
 func (p *postgres) Release(ctx context.Context, q dialect.Querier, key, owner string, token int64) (ok, freed bool, err error) {
-	res, err := q.ExecContext(ctx, p.releaseSQL, key, owner, token)
-	if err != nil {
-		return false, false, err
-	}
-	n, err := res.RowsAffected()
-	return n == 1, false, err
+	ok, err = dialect.ExecOne(ctx, q, p.releaseSQL, key, owner, token)
+	return ok, false, err
 }
 
 func (p *postgres) Held(ctx context.Context, q dialect.Querier, key, owner string) (bool, error) {

@@ -42,14 +42,10 @@ WHERE key_id = ?1 AND memo = ?2 AND token = ?3 AND depth = ?4 AND NOT ({expired}
 // after the acquisition by the host clock SQLite reads; ok is false when that
 // moment has passed or the acquisition is no longer live.
 func (s *sqliteDialect) Linger(ctx context.Context, q dialect.Querier, key, owner string, token int64, atLeast time.Duration) (bool, error) {
-	res, err := q.ExecContext(ctx, s.adminReplacer().Replace(`UPDATE {t}
+	return dialect.ExecOne(ctx, q, s.adminReplacer().Replace(`UPDATE {t}
 SET lease_ms = ?4 - (update_time - acquired_time) / 1000
 WHERE key_id = ?1 AND memo = ?2 AND token = ?3 AND depth = 1 AND NOT ({expired})
   AND acquired_time + ?4 * 1000 > {now}`),
 		key, owner, token, atLeast.Milliseconds())
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
-	return n == 1, err
+
 }

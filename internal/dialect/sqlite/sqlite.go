@@ -114,12 +114,8 @@ func (s *sqliteDialect) Upsert(ctx context.Context, q dialect.Querier, key, owne
 }
 
 func (s *sqliteDialect) Release(ctx context.Context, q dialect.Querier, key, owner string, token int64) (ok, freed bool, err error) {
-	res, err := q.ExecContext(ctx, s.releaseSQL, key, owner, token)
-	if err != nil {
-		return false, false, err
-	}
-	n, err := res.RowsAffected()
-	return n == 1, false, err
+	ok, err = dialect.ExecOne(ctx, q, s.releaseSQL, key, owner, token)
+	return ok, false, err
 }
 
 func (s *sqliteDialect) Held(ctx context.Context, q dialect.Querier, key, owner string) (bool, error) {
