@@ -7,6 +7,8 @@ import (
 	"os/user"
 	"strconv"
 	"time"
+
+	"github.com/dblockhq/dblock/internal/dialect"
 )
 
 // LockInfo describes one held lock: a row with depth > 0 whose lease has not
@@ -22,6 +24,27 @@ type LockInfo struct {
 	HeldFor time.Duration
 	// ExpiresIn is how long the lease has left unless it is renewed.
 	ExpiresIn time.Duration
+	// AcquiredAt is when the key was taken by this acquisition (zero when
+	// unknown, as HeldFor), and ExpiresAt when its lease ends unless
+	// renewed: both read from the database's clock, in UTC.
+	AcquiredAt, ExpiresAt time.Time
+
+	data string // the holder's Data, kept as a string so LockInfo stays comparable
+}
+
+// Data returns the value the holder gave with Data, or nil; the slice is
+// the caller's own.
+func (i LockInfo) Data() []byte {
+	if i.data == "" {
+		return nil
+	}
+	return []byte(i.data)
+}
+
+// lockInfo is the public view of a dialect's row.
+func lockInfo(i dialect.Info) LockInfo {
+	return LockInfo{Key: i.Key, Owner: i.Owner, Depth: i.Depth, Token: i.Token, HeldFor: i.HeldFor,
+		ExpiresIn: i.ExpiresIn, AcquiredAt: i.AcquiredAt, ExpiresAt: i.ExpiresAt, data: string(i.Data)}
 }
 
 // List returns the locks held in the table, by any process, sorted by key.
@@ -35,9 +58,29 @@ func (l *Locker) List(ctx context.Context) ([]LockInfo, error) {
 	}
 	infos := make([]LockInfo, len(rows))
 	for i, r := range rows {
-		infos[i] = LockInfo(r)
+		infos[i] = lockInfo(r)
 	}
 	return infos, nil
+}
+
+// Get returns key's holder, by any process: owner, token, data, when it
+// was taken and when its lease ends, by the database's clock. It returns
+// an error wrapping ErrNotHeld when no live lock holds key.
+func (l *Locker) Get(ctx context.Context, key string) (LockInfo, error) {
+	if err := l.usable(); err != nil {
+		return LockInfo{}, err
+	}
+	if err := ValidateKey(key); err != nil {
+		return LockInfo{}, err
+	}
+	info, ok, err := l.d.Get(ctx, l.q, key)
+	if err != nil {
+		return LockInfo{}, l.wrapErr("get", key, err)
+	}
+	if !ok {
+		return LockInfo{}, fmt.Errorf("%w: %q: nothing holds it", ErrNotHeld, key)
+	}
+	return lockInfo(info), nil
 }
 
 // ForceUnlock releases key whoever holds it and returns what held it; it
@@ -71,7 +114,7 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (LockInfo, error) 
 	}
 	l.log.Warn("dblock: lock broken by hand", "key", key, "owner", info.Owner,
 		"token", info.Token, "depth", info.Depth, "by", operator())
-	return LockInfo(info), nil
+	return lockInfo(info), nil
 }
 
 // operator names who runs this process, for audit logs: "user@host pid N".

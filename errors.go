@@ -48,6 +48,9 @@ var (
 	// ErrTakenOver is wrapped by ErrLockLost when a renewal found the row
 	// gone, released, expired on the server or held under another token.
 	ErrTakenOver = errors.New("dblock: lock row taken over or removed")
+	// ErrMaxHold is a Lock's Err after its MaxHold ran out: the lock was
+	// released on purpose, not lost.
+	ErrMaxHold = errors.New("dblock: lock held for its MaxHold; released")
 )
 
 // Errors of locks taken inside a caller's transaction (LockTx, Lock.Check).

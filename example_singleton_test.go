@@ -3,6 +3,7 @@ package dblock_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -63,4 +64,49 @@ func ExampleSingleton() {
 	nightly("node A").Run()
 	nightly("node B").Run() // the lock is held for at least a minute: skipped
 	// Output: node A builds the report
+}
+
+// One leader at a time among the processes that campaign under one name;
+// anyone can read who leads.
+func ExampleElection() {
+	dir, err := os.MkdirTemp("", "dblock-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "locks.db")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	if err := dblock.Migrate(ctx, db); err != nil {
+		log.Fatal(err)
+	}
+	locker, err := dblock.New(db)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+	e, err := dblock.NewElection(locker, "scheduler")
+	if err != nil {
+		log.Fatal(err)
+	}
+	term, err := e.Campaign(ctx, []byte("10.0.0.7:8080")) // waits until this process leads
+	if err != nil {
+		log.Fatal(err)
+	}
+	leader, err := e.Leader(ctx) // what any process sees
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("leader %s, same term: %v\n", leader.Value, leader.Token == term.Token())
+	if err := term.Resign(ctx); err != nil {
+		log.Fatal(err)
+	}
+	_, err = e.Leader(ctx)
+	fmt.Println(errors.Is(err, dblock.ErrNoLeader))
+	// Output:
+	// leader 10.0.0.7:8080, same term: true
+	// true
 }

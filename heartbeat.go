@@ -35,6 +35,9 @@ func (l *Locker) register(lk *Lock) bool {
 	}
 	l.held[lk] = struct{}{}
 	l.heldKeys[lk.key]++
+	if !lk.maxHoldAt.IsZero() {
+		lk.maxHold = time.AfterFunc(time.Until(lk.maxHoldAt), lk.endMaxHold)
+	}
 	if l.waits.tagOf != nil {
 		if l.heldTags == nil {
 			l.heldTags = make(map[string]string)
@@ -62,6 +65,9 @@ func (l *Locker) register(lk *Lock) bool {
 
 func (l *Locker) unregister(lk *Lock) {
 	l.mu.Lock()
+	if lk.maxHold != nil {
+		lk.maxHold.Stop()
+	}
 	if _, ok := l.held[lk]; ok {
 		delete(l.held, lk)
 		if l.heldKeys[lk.key]--; l.heldKeys[lk.key] == 0 {

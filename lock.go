@@ -2,6 +2,7 @@ package dblock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -32,7 +33,9 @@ type Lock struct {
 	deadline time.Time     // local end of the lease: last renewal start + ttl - margin
 	nextBeat time.Time
 
-	once sync.Once // ends the lock exactly once
+	once      sync.Once   // ends the lock exactly once
+	maxHoldAt time.Time   // when MaxHold ends the lock; zero without one
+	maxHold   *time.Timer // set by register, stopped by unregister, under l.mu
 }
 
 // releaseTimeout bounds an Unlock that runs after the caller's context ended.
@@ -41,13 +44,27 @@ const releaseTimeout = 5 * time.Second
 func (l *Locker) newLock(key string, lc lockConfig, token int64, start time.Time) *Lock {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	interval := time.Duration(float64(lc.ttl) * float64(l.cfg.heartbeat) / float64(l.cfg.ttl))
-	return &Lock{
+	k := &Lock{
 		l: l, key: key, owner: lc.owner, token: token, ttl: lc.ttl, owned: lc.explicitOwner,
 		ctx: ctx, cancel: cancel,
 		interval: interval,
 		deadline: start.Add(lc.ttl - safetyMargin(lc.ttl)),
 		nextBeat: start.Add(interval),
 	}
+	if lc.maxHold > 0 {
+		k.maxHoldAt = start.Add(lc.maxHold)
+	}
+	return k
+}
+
+// endMaxHold ends the lock at its MaxHold and releases its row, unless it
+// has ended already. A closing Locker releases it itself.
+func (k *Lock) endMaxHold() {
+	k.l.spawn(func() {
+		if err := k.release(context.Background(), ErrMaxHold); err != nil && !errors.Is(err, ErrNotHeld) {
+			k.l.log.Warn("dblock: releasing a lock at its MaxHold failed; it ends with its lease", "key", k.key, "err", err)
+		}
+	})
 }
 
 // Key returns the locked key.

@@ -1,6 +1,7 @@
 package dblock
 
 import (
+	"bytes"
 	"fmt"
 	"log/slog"
 	"time"
@@ -229,6 +230,8 @@ type lockConfig struct {
 	owner         string
 	explicitOwner bool // Owner was given: the call may re-enter
 	ttl           time.Duration
+	data          []byte        // Data; nil: none
+	maxHold       time.Duration // MaxHold; 0: none
 }
 
 // Owner makes the acquisition reentrant under memo: a later call that passes
@@ -255,6 +258,43 @@ func TTL(d time.Duration) LockOption {
 			return err
 		}
 		c.ttl = d
+		return nil
+	}
+}
+
+// MaxDataLen bounds the value Data attaches to a lock.
+const MaxDataLen = 64 << 10
+
+// Data attaches value to the lock: anyone can read it with Locker.Get or
+// List while the lock is held (a leader's address, a job's progress). It
+// is at most MaxDataLen bytes; nil or empty means none. A re-entry under
+// the same Owner without Data keeps the value the lock has; with Data, it
+// replaces it. Acquisitions with Data are never combined with others.
+func Data(value []byte) LockOption {
+	return func(c *lockConfig) error {
+		if len(value) > MaxDataLen {
+			return fmt.Errorf("%w: Data of %d bytes, at most %d (MaxDataLen)", ErrInvalidOption, len(value), MaxDataLen)
+		}
+		c.data = nil
+		if len(value) > 0 {
+			c.data = bytes.Clone(value)
+		}
+		return nil
+	}
+}
+
+// MaxHold ends the lock d after it was taken, even while its holder keeps
+// renewing it: Done closes, Err returns an error wrapping ErrMaxHold, and
+// the row is released (one level, as Unlock). It bounds how long a stuck
+// holder keeps others waiting, as ShedLock's lockAtMostFor does; a holder
+// that crashes or freezes is still bounded by its lease. d must be
+// positive.
+func MaxHold(d time.Duration) LockOption {
+	return func(c *lockConfig) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: MaxHold %v, must be positive", ErrInvalidOption, d)
+		}
+		c.maxHold = d
 		return nil
 	}
 }

@@ -4,6 +4,7 @@
 //	dblock migrate                               create or upgrade the lock table
 //	dblock run --key K [flags] -- CMD [ARGS...]  run CMD while holding K
 //	dblock ls [--json]                           list held locks
+//	dblock leader [--watch] [--json] NAME        print an election's leader
 //	dblock reap [--schedule SPEC]                delete expired and released rows
 //	dblock unlock --force KEY                    break a lock by hand
 //	dblock demo [--workers N] [--keys K] [--duration D]

@@ -36,6 +36,7 @@ Usage:
   dblock migrate [flags]                      create or upgrade the lock table
   dblock run --key K [flags] -- CMD [ARGS...] run CMD while holding K
   dblock ls [--json] [flags]                  list held locks
+  dblock leader [--watch] [--json] NAME       print an election's leader (--watch: every change)
   dblock reap [--schedule SPEC] [flags]       delete expired and released rows
   dblock unlock --force [flags] KEY           break a lock by hand (logged)
   dblock demo [flags]                         workers contend for keys; checks safety
@@ -71,6 +72,7 @@ var commands = map[string]command{
 	"migrate": cmdMigrate,
 	"run":     cmdRun,
 	"ls":      cmdLs,
+	"leader":  cmdLeader,
 	"reap":    cmdReap,
 	"unlock":  cmdUnlock,
 	"demo":    cmdDemo,

@@ -44,27 +44,27 @@ func (s *Strategy) one(ctx context.Context, q dialect.Querier, c *dialect.Call) 
 		c.OK, c.Freed, c.Err = s.d.Release(ctx, q, c.Key, c.Owner, c.Token)
 		return
 	}
-	c.Token, c.OK, c.Err = s.d.Take(ctx, q, c.Key, c.Owner, c.TTL)
+	c.Token, c.OK, c.Err = s.d.Take(ctx, q, c.Key, c.Owner, c.TTL, nil)
 }
 
-// Acquire takes key for owner; combined says whether the take may ride a
-// combined statement (not for an explicit owner, which another Locker may
-// share).
-func (s *Strategy) Acquire(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration, combined bool) (int64, bool, error) {
+// Acquire takes key for owner with value data (nil: none); combined says
+// whether the take may ride a combined statement (not for an explicit
+// owner, which another Locker may share). A take with data runs alone.
+func (s *Strategy) Acquire(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration, data []byte, combined bool) (int64, bool, error) {
 	if !s.d.TakesInPlace() {
-		return s.d.Upsert(ctx, q, key, owner, ttl)
+		return s.d.Upsert(ctx, q, key, owner, ttl, data)
 	}
 	take := func() (int64, bool, error) {
-		if combined && s.combining && s.takes != nil {
+		if combined && data == nil && s.combining && s.takes != nil {
 			last := s.rows.lastToken(key)
 			if last != 0 || !s.batch.NeedsLastToken() {
 				return s.takes.Take(ctx, q, key, owner, ttl, last)
 			}
 		}
-		return s.d.Take(ctx, q, key, owner, ttl)
+		return s.d.Take(ctx, q, key, owner, ttl, data)
 	}
 	return s.rows.acquireVia(key, take,
-		func() (int64, bool, error) { return s.d.Upsert(ctx, q, key, owner, ttl) },
+		func() (int64, bool, error) { return s.d.Upsert(ctx, q, key, owner, ttl, data) },
 		func() (bool, error) { return s.d.Held(ctx, q, key, owner) })
 }
 

@@ -51,6 +51,7 @@ func TestConformance(t *testing.T) {
 			{"linger", confLinger},
 			{"batch", confBatch},
 			{"tx", confTx},
+			{"data", confData},
 			{"classify", confClassify},
 		} {
 			t.Run(c.name, func(t *testing.T) {
@@ -73,7 +74,7 @@ type conf struct {
 // upsert takes key for owner and fails the test unless it was taken.
 func (c conf) upsert(t *testing.T, key, owner string) int64 {
 	t.Helper()
-	token, ok, err := c.d.Upsert(c.ctx, c.db, key, owner, time.Hour)
+	token, ok, err := c.d.Upsert(c.ctx, c.db, key, owner, time.Hour, nil)
 	if err != nil || !ok || token <= 0 {
 		t.Fatalf("Upsert(%q, %q) = %d, %v, %v; want a token", key, owner, token, ok, err)
 	}
@@ -90,7 +91,7 @@ func (c conf) release(t *testing.T, key, owner string, token int64) {
 
 func confExclusion(t *testing.T, c conf) {
 	c.upsert(t, c.key, "a")
-	if token, ok, err := c.d.Upsert(c.ctx, c.db, c.key, "b", time.Hour); ok || err != nil {
+	if token, ok, err := c.d.Upsert(c.ctx, c.db, c.key, "b", time.Hour, nil); ok || err != nil {
 		t.Errorf("Upsert by another owner = %d, %v, %v; want not taken", token, ok, err)
 	}
 	if held, err := c.d.Held(c.ctx, c.db, c.key, "b"); !held || err != nil {
@@ -126,30 +127,30 @@ func confTake(t *testing.T, c conf) {
 	if !c.d.TakesInPlace() {
 		t.Skip("this dialect always upserts")
 	}
-	if token, ok, err := c.d.Take(c.ctx, c.db, c.key, "a", time.Hour); ok || err != nil {
+	if token, ok, err := c.d.Take(c.ctx, c.db, c.key, "a", time.Hour, nil); ok || err != nil {
 		t.Fatalf("Take of a missing row = %d, %v, %v; want not taken", token, ok, err)
 	}
 	first := c.upsert(t, c.key, "a")
 	c.release(t, c.key, "a", first)
-	token, ok, err := c.d.Take(c.ctx, c.db, c.key, "b", time.Hour)
+	token, ok, err := c.d.Take(c.ctx, c.db, c.key, "b", time.Hour, nil)
 	if err != nil || !ok || token <= first {
 		t.Fatalf("Take of a released row = %d, %v, %v; want a token above %d", token, ok, err, first)
 	}
-	if _, ok, err := c.d.Take(c.ctx, c.db, c.key, "c", time.Hour); ok || err != nil {
+	if _, ok, err := c.d.Take(c.ctx, c.db, c.key, "c", time.Hour, nil); ok || err != nil {
 		t.Errorf("Take of a held row = %v, %v; want not taken", ok, err)
 	}
 }
 
 func confHandoff(t *testing.T, c conf) {
 	first := c.upsert(t, c.key, "a")
-	next, ok, err := c.d.Handoff(c.ctx, c.db, c.key, "a", first, "b", time.Hour)
+	next, ok, err := c.d.Handoff(c.ctx, c.db, c.key, "a", first, "b", time.Hour, nil)
 	if err != nil || !ok || next <= first {
 		t.Fatalf("Handoff = %d, %v, %v; want a token above %d", next, ok, err, first)
 	}
 	if ok, _, _ := c.d.Release(c.ctx, c.db, c.key, "a", first); ok {
 		t.Error("the old holder released after handing over")
 	}
-	if _, ok, err := c.d.Handoff(c.ctx, c.db, c.key, "a", first, "c", time.Hour); ok || err != nil {
+	if _, ok, err := c.d.Handoff(c.ctx, c.db, c.key, "a", first, "c", time.Hour, nil); ok || err != nil {
 		t.Errorf("Handoff of an acquisition handed over already = %v, %v; want refused", ok, err)
 	}
 	c.release(t, c.key, "b", next)
@@ -294,12 +295,47 @@ func confTx(t *testing.T, c conf) {
 	}
 }
 
+func confData(t *testing.T, c conf) {
+	if _, ok, err := c.d.Get(c.ctx, c.db, c.key); ok || err != nil {
+		t.Fatalf("Get of a free key = %v, %v; want nothing", ok, err)
+	}
+	value := []byte{0, 'v', 0xff}
+	token, ok, err := c.d.Upsert(c.ctx, c.db, c.key, "a", time.Hour, value)
+	if err != nil || !ok {
+		t.Fatalf("Upsert with data = %v, %v", ok, err)
+	}
+	info, ok, err := c.d.Get(c.ctx, c.db, c.key)
+	if err != nil || !ok || string(info.Data) != string(value) || info.Token != token || info.AcquiredAt.IsZero() || !info.ExpiresAt.After(info.AcquiredAt) {
+		t.Fatalf("Get = %+v, %v, %v; want a's lock with its data and times", info, ok, err)
+	}
+	if ok, err := c.d.SetData(c.ctx, c.db, c.key, "a", token, []byte("w")); !ok || err != nil {
+		t.Fatalf("SetData = %v, %v", ok, err)
+	}
+	if ok, err := c.d.SetData(c.ctx, c.db, c.key, "a", token, []byte("w")); !ok || err != nil {
+		t.Errorf("SetData of the value it has = %v, %v; want done", ok, err)
+	}
+	if ok, err := c.d.SetData(c.ctx, c.db, c.key, "b", token, []byte("x")); ok || err != nil {
+		t.Errorf("SetData by another owner = %v, %v; want refused", ok, err)
+	}
+	if info, _, _ := c.d.Get(c.ctx, c.db, c.key); string(info.Data) != "w" {
+		t.Errorf("data after SetData = %q", info.Data)
+	}
+	c.release(t, c.key, "a", token)
+	next, ok, err := c.d.Upsert(c.ctx, c.db, c.key, "b", time.Hour, nil)
+	if err != nil || !ok {
+		t.Fatal(err)
+	}
+	if info, _, _ := c.d.Get(c.ctx, c.db, c.key); info.Data != nil || info.Token != next {
+		t.Errorf("a fresh acquisition without data shows %q", info.Data)
+	}
+}
+
 func confClassify(t *testing.T, c conf) {
 	if got := c.d.Classify(context.Canceled); got != dialect.Other {
 		t.Errorf("Classify(context.Canceled) = %d, want Other", got)
 	}
 	missing := builders[dblock.Dialect(c.d.Name())](dialect.Config{Table: dbtest.TableName()})
-	_, _, err := missing.Upsert(c.ctx, c.db, c.key, "a", time.Hour)
+	_, _, err := missing.Upsert(c.ctx, c.db, c.key, "a", time.Hour, nil)
 	if got := c.d.Classify(err); err == nil || got != dialect.NoTable {
 		t.Errorf("Upsert on a missing table: %v, class %d; want NoTable", err, got)
 	}

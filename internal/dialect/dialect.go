@@ -39,6 +39,10 @@ type Info struct {
 	HeldFor time.Duration // -1 when unknown
 	// ExpiresIn is how long the lease has left unless it is renewed.
 	ExpiresIn time.Duration
+	// AcquiredAt (zero when unknown) and ExpiresAt are the same moments
+	// by the database's clock.
+	AcquiredAt, ExpiresAt time.Time
+	Data                  []byte // nil when the holder gave none
 }
 
 // Class is what the core does about a driver error.
@@ -79,11 +83,12 @@ type Dialect interface {
 	TakesInPlace() bool
 	// Upsert takes key for owner, re-enters it, or takes over an expired
 	// or released row, in one statement; ok is false when another owner
-	// holds the key.
-	Upsert(ctx context.Context, q Querier, key, owner string, ttl time.Duration) (token int64, ok bool, err error)
+	// holds the key. data (nil: none) is the lock's value; a re-entry
+	// with nil data keeps the value it has.
+	Upsert(ctx context.Context, q Querier, key, owner string, ttl time.Duration, data []byte) (token int64, ok bool, err error)
 	// Take is Upsert for a key whose row is in place; ok is also false
 	// when the row is missing.
-	Take(ctx context.Context, q Querier, key, owner string, ttl time.Duration) (token int64, ok bool, err error)
+	Take(ctx context.Context, q Querier, key, owner string, ttl time.Duration, data []byte) (token int64, ok bool, err error)
 	// Release takes one level off the acquisition (key, owner, token); at
 	// depth 0 the row is marked released, and freed is true when the
 	// dialect knows it did that. ok is false when that acquisition no
@@ -93,8 +98,12 @@ type Dialect interface {
 	// other than owner holds key.
 	Held(ctx context.Context, q Querier, key, owner string) (bool, error)
 	// Handoff passes the acquisition (key, owner, token), held at depth 1,
-	// to owner to with a fresh token and lease ttl, in one statement.
-	Handoff(ctx context.Context, q Querier, key, owner string, token int64, to string, ttl time.Duration) (newToken int64, ok bool, err error)
+	// to owner to with a fresh token, lease ttl and value data, in one
+	// statement.
+	Handoff(ctx context.Context, q Querier, key, owner string, token int64, to string, ttl time.Duration, data []byte) (newToken int64, ok bool, err error)
+	// SetData replaces the value of the live acquisition (key, owner,
+	// token); ok is false when that acquisition no longer holds the key.
+	SetData(ctx context.Context, q Querier, key, owner string, token int64, data []byte) (bool, error)
 	// Renew bumps update_time of every live acquisition in refs, never
 	// waiting for a row another transaction locked: those are returned in
 	// busy, still ours but not renewed. lost lists those no longer ours.
@@ -109,6 +118,8 @@ type Dialect interface {
 
 	// List returns every held lock, sorted by key.
 	List(ctx context.Context, q Querier) ([]Info, error)
+	// Get returns key's live holder; ok is false when nothing holds it.
+	Get(ctx context.Context, q Querier, key string) (Info, bool, error)
 	// ForceRelease releases key whoever holds it and returns what held it;
 	// ok is false when nothing live held the key.
 	ForceRelease(ctx context.Context, q Querier, key string) (Info, bool, error)

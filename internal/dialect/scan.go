@@ -102,22 +102,35 @@ func MissingFrom(rows *sql.Rows, refs []Ref) ([]Ref, error) {
 	return Missing(refs, got), nil
 }
 
-// ScanInfo reads one row of key, memo, depth, token, held-for and
-// expires-in, the durations in microseconds by the database's clock (a
-// NULL held-for becomes -1, unknown).
+// ScanInfo reads one row of key, memo, depth, token, held-for, expires-in,
+// the database's now and data: the durations in microseconds by the
+// database's clock (a NULL held-for becomes -1, unknown), now in
+// microseconds since the Unix epoch.
 func ScanInfo(row interface{ Scan(...any) error }) (Info, error) {
 	var i Info
 	var held sql.NullInt64
-	var expires int64
-	if err := row.Scan(&i.Key, &i.Owner, &i.Depth, &i.Token, &held, &expires); err != nil {
+	var expires, now int64
+	if err := row.Scan(&i.Key, &i.Owner, &i.Depth, &i.Token, &held, &expires, &now, &i.Data); err != nil {
 		return i, err
 	}
+	at := time.UnixMicro(now).UTC()
 	i.HeldFor = -1
 	if held.Valid {
 		i.HeldFor = time.Duration(held.Int64) * time.Microsecond
+		i.AcquiredAt = at.Add(-i.HeldFor)
 	}
 	i.ExpiresIn = time.Duration(expires) * time.Microsecond
+	i.ExpiresAt = at.Add(i.ExpiresIn)
 	return i, nil
+}
+
+// ScanOne reads row with ScanInfo; ok is false when there is no row.
+func ScanOne(row *sql.Row) (Info, bool, error) {
+	i, err := ScanInfo(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Info{}, false, nil
+	}
+	return i, err == nil, err
 }
 
 // ScanInfos reads every row with ScanInfo and closes rows.

@@ -33,6 +33,16 @@ func (r *run) check() {
 			byKey[iv.key] = append(byKey[iv.key], iv)
 		}
 	}
+	if len(byKey[electionKey]) == 0 {
+		t.Errorf("no live term of the election %s was recorded", electionKey)
+	}
+	t.Logf("%s: live holds per key: %v", r.d, func() map[string]int {
+		n := map[string]int{}
+		for k, list := range byKey {
+			n[k] = len(list)
+		}
+		return n
+	}())
 	overlaps, disorder := 0, 0
 	for key, list := range byKey {
 		slices.SortFunc(list, func(a, b interval) int { return a.start.Compare(b.start) })
@@ -61,7 +71,7 @@ func (r *run) check() {
 
 	res, n := r.hist.check(2 * time.Minute)
 	t.Logf("%s: linearizability (porcupine, lock model with fencing tokens): %d operations on %d keys: %s",
-		r.d, n, r.sz.keys, map[porcupine.CheckResult]string{porcupine.Ok: "linearizable", porcupine.Illegal: "NOT linearizable", porcupine.Unknown: "undecided (timeout)"}[res])
+		r.d, n, len(r.spec.Keys), map[porcupine.CheckResult]string{porcupine.Ok: "linearizable", porcupine.Illegal: "NOT linearizable", porcupine.Unknown: "undecided (timeout)"}[res])
 	if res != porcupine.Ok {
 		t.Errorf("the history of %d operations is not shown linearizable: %v\n%s", n, res, r.hist.explain())
 	}
@@ -74,7 +84,7 @@ func (r *run) check() {
 	t.Logf("%s: %d acquisitions in %v (%d processes x %d holders, %d keys); faults: sigkill=%d cut=%d stall=%d terminate=%d (%d sessions ended); "+
 		"holds: live=%d lost=%d failed-writes=%d; overlaps=%d stale-tokens-rejected=%d rejected-while-held=%d token-order=%d; "+
 		"takeovers after sigkill=%d p50=%v max=%v (bound %v)",
-		r.d, r.counts["acq"], time.Since(r.start).Round(time.Millisecond), r.sz.procs, r.sz.holders, r.sz.keys,
+		r.d, r.counts["acq"], time.Since(r.start).Round(time.Millisecond), r.sz.procs, r.sz.holders, len(r.spec.Keys),
 		r.faults["sigkill"], r.faults["cut"], r.faults["stall"], r.faults["terminate"], r.terminated,
 		r.counts["ok"], r.counts["lost"], r.counts["fail"], overlaps, r.counts["rej"], r.counts["rejlive"], disorder,
 		len(r.takeovers), p50.Round(time.Millisecond), worst.Round(time.Millisecond), takeoverBound)

@@ -21,7 +21,7 @@ func TestFaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%s: %v", seedEnv, err)
 	}
-	t.Logf("seed %d (replay the fault schedule with %s=%d); %d processes x %d holders on %d keys, %d acquisitions per database",
+	t.Logf("seed %d (replay the fault schedule with %s=%d); %d processes x %d holders on %d keys and an election, %d acquisitions per database",
 		base, seedEnv, base, sz.procs, sz.holders, sz.keys, sz.acquisitions)
 	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		r := newRun(t, d, sz, base)
@@ -87,6 +87,9 @@ func newRun(t *testing.T, d dblock.Dialect, sz size, base int64) *run {
 	for i := range sz.keys {
 		spec.Keys = append(spec.Keys, "k"+strconv.Itoa(i))
 	}
+	// One key is an election's: its holders campaign, lead and resign
+	// through dblock.Election, under the same checks.
+	spec.Keys = append(spec.Keys, electionKey)
 	q := sqlFor(d, spec.Table, spec.Guard, spec.Intervals)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

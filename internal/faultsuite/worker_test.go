@@ -69,7 +69,11 @@ func TestWorkerProcess(t *testing.T) {
 	defer cancel()
 	go obey(os.Stdin, proxy, cancel)
 
-	w := &worker{spec: spec, db: db, l: l, q: q, out: out}
+	e, err := dblock.NewElection(l, strings.TrimPrefix(electionKey, "election/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &worker{spec: spec, db: db, l: l, q: q, out: out, election: e}
 	var wg sync.WaitGroup
 	for i := range spec.Holders {
 		wg.Go(func() {
@@ -131,11 +135,38 @@ func (r *reporter) say(format string, args ...any) {
 }
 
 type worker struct {
-	spec workerSpec
-	db   *sql.DB
-	l    *dblock.Locker
-	q    suiteSQL
-	out  *reporter
+	spec     workerSpec
+	db       *sql.DB
+	l        *dblock.Locker
+	q        suiteSQL
+	out      *reporter
+	election *dblock.Election // of electionKey
+}
+
+// electionKey is the lock key of the suite's election ("election/" + name).
+const electionKey = "election/lead"
+
+// hold is what the critical section needs of a lock or a leader's term.
+type hold interface {
+	Token() int64
+	Err() error
+}
+
+// take takes key: a Lock, or a Term of the election for electionKey. The
+// returned function ends the hold.
+func (w *worker) take(ctx context.Context, key string) (hold, func(context.Context) error, error) {
+	if key == electionKey {
+		term, err := w.election.Campaign(ctx, []byte(w.spec.Name))
+		if err != nil {
+			return nil, nil, err
+		}
+		return term, term.Resign, nil
+	}
+	lk, err := w.l.Lock(ctx, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return lk, lk.Unlock, nil
 }
 
 // holdOnce takes a random key (waiting at most a few leases), runs the
@@ -144,7 +175,7 @@ func (w *worker) holdOnce(ctx context.Context, rng *rand.Rand) {
 	key := w.spec.Keys[rng.IntN(len(w.spec.Keys))]
 	lctx, cancel := context.WithTimeout(ctx, 3*ttl)
 	call := time.Now().UnixNano()
-	lk, err := w.l.Lock(lctx, key)
+	lk, unlock, err := w.take(lctx, key)
 	ret := time.Now().UnixNano()
 	cancel()
 	if err != nil {
@@ -158,14 +189,14 @@ func (w *worker) holdOnce(ctx context.Context, rng *rand.Rand) {
 	tok := lk.Token()
 	w.out.say("h acq %s %d %d %d", key, tok, call, ret)
 	w.out.say("acq %s %d", key, tok)
-	outcome, err := w.critical(lk)
+	outcome, err := w.critical(key, lk)
 	if err != nil {
 		w.out.say("%s %s %d %s", outcome, key, tok, strings.Join(strings.Fields(err.Error()), " "))
 	} else {
 		w.out.say("%s %s %d", outcome, key, tok)
 	}
 	call = time.Now().UnixNano()
-	err = lk.Unlock(context.Background()) // an error only says the lock was lost, which outcome tells
+	err = unlock(context.Background()) // an error only says the lock was lost, which outcome tells
 	ret = time.Now().UnixNano()
 	switch {
 	case err == nil:
@@ -183,10 +214,10 @@ func (w *worker) holdOnce(ctx context.Context, rng *rand.Rand) {
 // The writes do not use a context tied to the lock: a write in flight when
 // the lock is lost goes on, as it would in a careless client, and the fence
 // must refuse it.
-func (w *worker) critical(lk *dblock.Lock) (string, error) {
+func (w *worker) critical(key string, lk hold) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	defer cancel()
-	key, tok := lk.Key(), lk.Token()
+	tok := lk.Token()
 	writes := []struct {
 		query string
 		args  []any

@@ -12,7 +12,8 @@ import (
 // server's clock (UTC_TIMESTAMP is fixed for the whole statement).
 const myInfoCols = `key_id, memo, depth, token,
   TIMESTAMPDIFF(MICROSECOND, acquired_time, UTC_TIMESTAMP(6)),
-  TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), update_time + INTERVAL lease_ms * 1000 MICROSECOND)`
+  TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), update_time + INTERVAL lease_ms * 1000 MICROSECOND),
+  TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)), data`
 
 func (m *mysqlDialect) adminReplacer() *strings.Replacer {
 	return strings.NewReplacer("{t}", m.Quote(m.table), "{cols}", myInfoCols, "{expired}", myExpired)
@@ -28,12 +29,26 @@ ORDER BY key_id`))
 	return dialect.ScanInfos(rows)
 }
 
+// Get implements dialect.Dialect.
+func (m *mysqlDialect) Get(ctx context.Context, q dialect.Querier, key string) (dialect.Info, bool, error) {
+	return dialect.ScanOne(q.QueryRowContext(ctx, m.getSQL, key))
+}
+
+// SetData implements dialect.Dialect. A value equal to the one the row has
+// changes nothing, which the driver counts as no row: a read then tells.
+func (m *mysqlDialect) SetData(ctx context.Context, q dialect.Querier, key, owner string, token int64, data []byte) (bool, error) {
+	ok, err := dialect.ExecOne(ctx, q, m.setDataSQL, data, key, owner, token)
+	if ok || err != nil {
+		return ok, err
+	}
+	return dialect.RowExists(ctx, q, m.liveSQL, key, owner, token)
+}
+
 // ForceRelease releases the live row in place if it is still the
 // acquisition read (MySQL has no UPDATE ... RETURNING).
 func (m *mysqlDialect) ForceRelease(ctx context.Context, q dialect.Querier, key string) (dialect.Info, bool, error) {
 	r := m.adminReplacer()
-	return dialect.ReleaseIfUnchanged(ctx, q, key,
-		r.Replace(`SELECT {cols} FROM {t} WHERE key_id = ? AND depth > 0 AND NOT ({expired})`),
+	return dialect.ReleaseIfUnchanged(ctx, q, key, m.getSQL,
 		r.Replace(`UPDATE {t} SET memo = '', lease_ms = 0, update_time = UTC_TIMESTAMP(6), depth = 0
 WHERE key_id = ? AND memo = ? AND token = ? AND depth = ? AND NOT ({expired})`))
 }

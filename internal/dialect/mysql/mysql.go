@@ -36,6 +36,8 @@ type mysqlDialect struct {
 	renewCheckSQL           string
 	reapFenceSQL, reapScan  string
 	reapLockSQL, reapDelSQL string
+	getSQL, setDataSQL      string
+	liveSQL                 string
 	versionDDL              string
 	// The combined statement, by number of calls, and the read that
 	// confirms which of its calls it did.
@@ -72,6 +74,9 @@ func New(cfg dialect.Config) dialect.Dialect {
 	m.reapScan = queries.Get("reapScan", r)
 	m.reapLockSQL = queries.Get("reapLock", r)
 	m.reapDelSQL = queries.Get("reapDel", r)
+	m.getSQL = queries.Get("get", m.adminReplacer())
+	m.setDataSQL = queries.Get("setData", r)
+	m.liveSQL = queries.Get("live", r)
 	m.versionDDL = `CREATE TABLE IF NOT EXISTS ` + m.Quote(table+"_version") + ` (
     version    BIGINT      NOT NULL PRIMARY KEY,
     applied_at DATETIME(6) NOT NULL
@@ -90,9 +95,9 @@ func (m *mysqlDialect) Quote(ident string) string { return "`" + ident + "`" }
 func (m *mysqlDialect) TakesInPlace() bool { return true }
 
 // Take takes key in place, alone.
-func (m *mysqlDialect) Take(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration) (int64, bool, error) {
+func (m *mysqlDialect) Take(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration, data []byte) (int64, bool, error) {
 	ms := ttl.Milliseconds()
-	res, err := q.ExecContext(ctx, m.takeSQL, owner, ms, key)
+	res, err := q.ExecContext(ctx, m.takeSQL, owner, ms, data, key)
 	if err != nil {
 		return 0, false, err
 	}
@@ -107,9 +112,10 @@ func (m *mysqlDialect) Take(ctx context.Context, q dialect.Querier, key, owner s
 }
 
 // Upsert implements dialect.Dialect.
-func (m *mysqlDialect) Upsert(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration) (int64, bool, error) {
+func (m *mysqlDialect) Upsert(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration, data []byte) (int64, bool, error) {
 	ms := ttl.Milliseconds()
-	res, err := q.ExecContext(ctx, m.acquireSQL, key, owner, ms,
+	res, err := q.ExecContext(ctx, m.acquireSQL, key, owner, ms, data,
+		data, owner, data, // data
 		owner,        // token
 		owner, owner, // memo
 		owner,         // depth
@@ -144,8 +150,8 @@ func (m *mysqlDialect) Held(ctx context.Context, q dialect.Querier, key, owner s
 	return dialect.ScanHeld(q.QueryRowContext(ctx, m.heldSQL, key, owner))
 }
 
-func (m *mysqlDialect) Handoff(ctx context.Context, q dialect.Querier, key, owner string, token int64, to string, ttl time.Duration) (int64, bool, error) {
-	res, err := q.ExecContext(ctx, m.handoffSQL, to, ttl.Milliseconds(), key, owner, token)
+func (m *mysqlDialect) Handoff(ctx context.Context, q dialect.Querier, key, owner string, token int64, to string, ttl time.Duration, data []byte) (int64, bool, error) {
+	res, err := q.ExecContext(ctx, m.handoffSQL, to, ttl.Milliseconds(), data, key, owner, token)
 	if err != nil {
 		return 0, false, err
 	}

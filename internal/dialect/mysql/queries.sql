@@ -17,11 +17,12 @@
 -- released row, whose lease is 0, where GREATEST(0, ttl) = ttl anyway.
 -- update_time sees the new lease, but only when we acquired, where "ours"
 -- already holds. TestMySQLSimultaneousAssignment checks the second mode.
-INSERT INTO {t} (key_id, memo, depth, token, lease_ms, update_time, acquired_time)
-SELECT ?, ?, 1, LAST_INSERT_ID(f.floor_token + 1), ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)
+INSERT INTO {t} (key_id, memo, depth, token, lease_ms, update_time, acquired_time, data)
+SELECT ?, ?, 1, LAST_INSERT_ID(f.floor_token + 1), ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), ?
 FROM {fence} AS f WHERE f.id = 1 LOCK IN SHARE MODE
 ON DUPLICATE KEY UPDATE
   acquired_time = IF({free}, UTC_TIMESTAMP(6), acquired_time),
+  data = IF({free}, ?, IF(memo = ?, COALESCE(?, data), data)),
   token = IF({free}, LAST_INSERT_ID(token + 1), IF(memo = ?, LAST_INSERT_ID(token), token + LAST_INSERT_ID(0))),
   memo = IF({free} OR memo = ?, ?, memo),
   depth = IF({free} OR memo = ?, IF({free}, 1, depth + 1), depth),
@@ -40,7 +41,7 @@ ON DUPLICATE KEY UPDATE
 -- on to the upsert.
 UPDATE {t} SET
   acquired_time = UTC_TIMESTAMP(6), token = LAST_INSERT_ID(token + 1),
-  memo = ?, depth = 1, lease_ms = ?, update_time = UTC_TIMESTAMP(6)
+  memo = ?, depth = 1, lease_ms = ?, data = ?, update_time = UTC_TIMESTAMP(6)
 WHERE key_id = ? AND depth = 0
 
 -- name: release
@@ -67,7 +68,7 @@ SELECT 1 FROM {t} WHERE key_id = ? AND memo <> ? AND depth > 0 AND NOT ({expired
 -- The handover reports its token through LAST_INSERT_ID(expr), as the
 -- acquire does; the WHERE clause is evaluated before any assignment.
 UPDATE {t} SET
-  token = LAST_INSERT_ID(token + 1), memo = ?, depth = 1, lease_ms = ?,
+  token = LAST_INSERT_ID(token + 1), memo = ?, depth = 1, lease_ms = ?, data = ?,
   update_time = UTC_TIMESTAMP(6), acquired_time = UTC_TIMESTAMP(6)
 WHERE key_id = ? AND memo = ? AND token = ? AND depth = 1 AND NOT ({expired})
 
@@ -114,6 +115,7 @@ DELETE FROM {t} WHERE key_id IN ({keys})
 -- (MariaDB's SIMULTANEOUS_ASSIGNMENT) agree.
 UPDATE {t} FORCE INDEX (PRIMARY) SET
   acquired_time = IF(depth = 0, UTC_TIMESTAMP(6), acquired_time),
+  data = IF(depth = 0, NULL, data),
   token = IF(depth = 0, token + 1, token),
   memo = IF(depth = 0, CASE key_id {whens} END, memo),
   lease_ms = IF(depth = 0, ?, 0),
@@ -174,3 +176,13 @@ SELECT token FROM {t} WHERE key_id = ? AND memo = ? AND depth > 0 AND NOT ({expi
 
 -- name: queue.reap
 DELETE FROM {q} WHERE NOT ({live}) LIMIT {limit}
+
+-- name: get
+SELECT {cols} FROM {t} WHERE key_id = ? AND depth > 0 AND NOT ({expired})
+
+-- name: setData
+UPDATE {t} SET data = ?
+WHERE key_id = ? AND memo = ? AND token = ? AND depth > 0 AND NOT ({expired})
+
+-- name: live
+SELECT 1 FROM {t} WHERE key_id = ? AND memo = ? AND token = ? AND depth > 0 AND NOT ({expired})

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"database/sql"
 	"strings"
 	"time"
 
@@ -13,7 +12,8 @@ import (
 // server's clock.
 const pgInfoCols = `l.key_id, l.memo, l.depth, l.token,
   (EXTRACT(EPOCH FROM (statement_timestamp() - l.acquired_time)) * 1000000)::bigint AS held_us,
-  (EXTRACT(EPOCH FROM (l.update_time + l.lease_ms * interval '1 millisecond' - statement_timestamp())) * 1000000)::bigint AS expires_us`
+  (EXTRACT(EPOCH FROM (l.update_time + l.lease_ms * interval '1 millisecond' - statement_timestamp())) * 1000000)::bigint AS expires_us,
+  (EXTRACT(EPOCH FROM statement_timestamp()) * 1000000)::bigint AS now_us, l.data`
 
 func (p *postgres) adminReplacer() *strings.Replacer {
 	return strings.NewReplacer("{t}", p.Quote(p.table), "{cols}", pgInfoCols, "{expired}", pgExpired)
@@ -29,6 +29,16 @@ ORDER BY l.key_id COLLATE "C"`))
 	return dialect.ScanInfos(rows)
 }
 
+// Get implements dialect.Dialect.
+func (p *postgres) Get(ctx context.Context, q dialect.Querier, key string) (dialect.Info, bool, error) {
+	return dialect.ScanOne(q.QueryRowContext(ctx, p.getSQL, key))
+}
+
+// SetData implements dialect.Dialect.
+func (p *postgres) SetData(ctx context.Context, q dialect.Querier, key, owner string, token int64, data []byte) (bool, error) {
+	return dialect.ExecOne(ctx, q, p.setDataSQL, key, owner, token, data)
+}
+
 // ForceRelease locks the live row, then releases it in place, in one
 // statement, returning what the row held before.
 func (p *postgres) ForceRelease(ctx context.Context, q dialect.Querier, key string) (dialect.Info, bool, error) {
@@ -38,12 +48,8 @@ func (p *postgres) ForceRelease(ctx context.Context, q dialect.Querier, key stri
   FOR UPDATE)
 UPDATE {t} AS l SET depth = 0, memo = '', lease_ms = 0, update_time = statement_timestamp()
 FROM old WHERE l.key_id = old.key_id
-RETURNING old.key_id, old.memo, old.depth, old.token, old.held_us, old.expires_us`), key)
-	info, err := dialect.ScanInfo(row)
-	if err == sql.ErrNoRows {
-		return dialect.Info{}, false, nil
-	}
-	return info, err == nil, err
+RETURNING old.key_id, old.memo, old.depth, old.token, old.held_us, old.expires_us, old.now_us, old.data`), key)
+	return dialect.ScanOne(row)
 }
 
 // Linger shortens the lease of a depth-1 acquisition so that it ends atLeast

@@ -27,6 +27,7 @@ type postgres struct {
 	takeSQL                string
 	handoffSQL, heldSQL    string
 	renewSQL, reapSQL      string
+	getSQL, setDataSQL     string
 	releaseNotifySQL       string
 	takeMany, releaseMany  *dialect.Sized // combined statements, by number of calls
 	fenceKey               int64          // the reap fence's advisory lock
@@ -76,6 +77,8 @@ func build(table string, durableRelease bool) *postgres {
 	p.releaseNotifySQL = queries.Get("releaseNotify", r)
 	p.renewSQL = queries.Get("renew", r)
 	p.reapSQL = queries.Get("reap", r)
+	p.getSQL = queries.Get("get", p.adminReplacer())
+	p.setDataSQL = queries.Get("setData", r)
 	p.versionDDL = `CREATE TABLE IF NOT EXISTS ` + p.Quote(table+"_version") + ` (
     version    BIGINT      NOT NULL PRIMARY KEY,
     applied_at TIMESTAMPTZ NOT NULL DEFAULT statement_timestamp()
@@ -90,13 +93,13 @@ func (p *postgres) Quote(ident string) string { return `"` + ident + `"` }
 func (p *postgres) TakesInPlace() bool { return true }
 
 // Upsert holds the table's reap fence before it draws the insert token.
-func (p *postgres) Upsert(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration) (int64, bool, error) {
-	return dialect.ScanToken(q.QueryRowContext(ctx, p.acquireSQL, key, owner, ttl.Milliseconds(), p.fenceKey))
+func (p *postgres) Upsert(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration, data []byte) (int64, bool, error) {
+	return dialect.ScanToken(q.QueryRowContext(ctx, p.acquireSQL, key, owner, ttl.Milliseconds(), p.fenceKey, data))
 }
 
 // Take takes key in place, alone.
-func (p *postgres) Take(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration) (int64, bool, error) {
-	return dialect.ScanToken(q.QueryRowContext(ctx, p.takeSQL, key, owner, ttl.Milliseconds()))
+func (p *postgres) Take(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration, data []byte) (int64, bool, error) {
+	return dialect.ScanToken(q.QueryRowContext(ctx, p.takeSQL, key, owner, ttl.Milliseconds(), data))
 }
 
 // Batch implements dialect.Dialect.
@@ -157,8 +160,8 @@ func (p *postgres) Held(ctx context.Context, q dialect.Querier, key, owner strin
 	return dialect.ScanHeld(q.QueryRowContext(ctx, p.heldSQL, key, owner))
 }
 
-func (p *postgres) Handoff(ctx context.Context, q dialect.Querier, key, owner string, token int64, to string, ttl time.Duration) (int64, bool, error) {
-	return dialect.ScanToken(q.QueryRowContext(ctx, p.handoffSQL, key, owner, token, to, ttl.Milliseconds()))
+func (p *postgres) Handoff(ctx context.Context, q dialect.Querier, key, owner string, token int64, to string, ttl time.Duration, data []byte) (int64, bool, error) {
+	return dialect.ScanToken(q.QueryRowContext(ctx, p.handoffSQL, key, owner, token, to, ttl.Milliseconds(), data))
 }
 
 func (p *postgres) Renew(ctx context.Context, db *sql.DB, refs []dialect.Ref) (lost, busy []dialect.Ref, err error) {

@@ -6,10 +6,11 @@
 -- The acquire holds the table's reap fence (a shared advisory lock, to the
 -- end of its transaction) before it draws the insert token; see reap.
 WITH fence AS (SELECT pg_advisory_xact_lock_shared($4))
-INSERT INTO {t} AS l (key_id, memo, depth, token, lease_ms, update_time, acquired_time)
-SELECT $1, $2, 1, nextval('{seq}'), $3, statement_timestamp(), statement_timestamp() FROM fence
+INSERT INTO {t} AS l (key_id, memo, depth, token, lease_ms, update_time, acquired_time, data)
+SELECT $1, $2, 1, nextval('{seq}'), $3, statement_timestamp(), statement_timestamp(), $5::bytea FROM fence
 ON CONFLICT (key_id) DO UPDATE SET
   memo = EXCLUDED.memo,
+  data = CASE WHEN l.depth = 0 OR {expired} THEN EXCLUDED.data ELSE COALESCE(EXCLUDED.data, l.data) END,
   depth = CASE WHEN l.depth = 0 OR {expired} THEN 1 ELSE l.depth + 1 END,
   token = CASE WHEN l.depth = 0 OR {expired} THEN nextval('{seq}') ELSE l.token END,
   lease_ms = CASE WHEN l.depth = 0 OR {expired} THEN EXCLUDED.lease_ms ELSE GREATEST(l.lease_ms, EXCLUDED.lease_ms) END,
@@ -25,6 +26,7 @@ RETURNING token
 -- needs no reap fence: the token is drawn on the locked row.
 UPDATE {t} AS l SET
   memo = $2,
+  data = CASE WHEN l.depth = 0 OR {expired} THEN $4::bytea ELSE COALESCE($4::bytea, l.data) END,
   depth = CASE WHEN l.depth = 0 OR {expired} THEN 1 ELSE l.depth + 1 END,
   token = CASE WHEN l.depth = 0 OR {expired} THEN nextval('{seq}') ELSE l.token END,
   lease_ms = CASE WHEN l.depth = 0 OR {expired} THEN $3 ELSE GREATEST(l.lease_ms, $3) END,
@@ -54,6 +56,7 @@ WHERE l.key_id = $1 AND l.memo = $2 AND l.token = $3 AND l.depth > 0 AND NOT ({e
 -- are padded (padded) with rows of NULLs, which join nothing.
 UPDATE {t} AS l SET
   memo = b.owner,
+  data = CASE WHEN l.depth = 0 OR {expired} THEN NULL ELSE l.data END,
   depth = CASE WHEN l.depth = 0 OR {expired} THEN 1 ELSE l.depth + 1 END,
   token = CASE WHEN l.depth = 0 OR {expired} THEN nextval('{seq}') ELSE l.token END,
   lease_ms = CASE WHEN l.depth = 0 OR {expired} THEN $1 ELSE GREATEST(l.lease_ms, $1) END,
@@ -81,7 +84,7 @@ SELECT 1 FROM {t} AS l WHERE l.key_id = $1 AND l.memo <> $2 AND l.depth > 0 AND 
 -- The handover draws its token after the row lock is held (SET runs on
 -- the locked row), so it needs no reap fence: it never inserts.
 UPDATE {t} AS l SET
-  memo = $4, depth = 1, token = nextval('{seq}'), lease_ms = $5,
+  memo = $4, depth = 1, token = nextval('{seq}'), lease_ms = $5, data = $6::bytea,
   update_time = statement_timestamp(), acquired_time = statement_timestamp()
 WHERE l.key_id = $1 AND l.memo = $2 AND l.token = $3 AND l.depth = 1 AND NOT ({expired})
 RETURNING l.token
@@ -173,3 +176,10 @@ SELECT token FROM {t} l WHERE l.key_id = $1 AND l.memo = $2 AND l.depth > 0 AND 
 
 -- name: queue.reap
 DELETE FROM {q} WHERE ticket IN (SELECT q.ticket FROM {q} q WHERE NOT ({live}) LIMIT {limit})
+
+-- name: get
+SELECT {cols} FROM {t} AS l WHERE l.key_id = $1 AND l.depth > 0 AND NOT ({expired})
+
+-- name: setData
+UPDATE {t} AS l SET data = $4::bytea
+WHERE l.key_id = $1 AND l.memo = $2 AND l.token = $3 AND l.depth > 0 AND NOT ({expired})

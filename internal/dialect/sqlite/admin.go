@@ -11,7 +11,7 @@ import (
 // liteInfoCols are the columns scanInfo reads, durations computed with the
 // database clock (fixed for the statement). The held-for column is NULL
 // (unknown): schema version 1 does not record when a key was taken.
-const liteInfoCols = `key_id, memo, depth, token, ` + liteNow + ` - acquired_time, update_time + lease_ms * 1000 - ` + liteNow
+const liteInfoCols = `key_id, memo, depth, token, ` + liteNow + ` - acquired_time, update_time + lease_ms * 1000 - ` + liteNow + `, ` + liteNow + `, data`
 
 func (s *sqliteDialect) adminReplacer() *strings.Replacer {
 	return strings.NewReplacer("{t}", s.Quote(s.table), "{cols}", liteInfoCols, "{expired}", liteExpired, "{now}", liteNow)
@@ -27,13 +27,22 @@ ORDER BY key_id`))
 	return dialect.ScanInfos(rows)
 }
 
+// Get implements dialect.Dialect.
+func (s *sqliteDialect) Get(ctx context.Context, q dialect.Querier, key string) (dialect.Info, bool, error) {
+	return dialect.ScanOne(q.QueryRowContext(ctx, queries.Get("get", s.adminReplacer()), key))
+}
+
+// SetData implements dialect.Dialect.
+func (s *sqliteDialect) SetData(ctx context.Context, q dialect.Querier, key, owner string, token int64, data []byte) (bool, error) {
+	return dialect.ExecOne(ctx, q, queries.Get("setData", s.adminReplacer()), key, owner, token, data)
+}
+
 // ForceRelease releases the live row in place if it is still the
 // acquisition read: SQLite's RETURNING shows the row as updated, not as it
 // was, and q may be a pool, where no transaction spans two calls.
 func (s *sqliteDialect) ForceRelease(ctx context.Context, q dialect.Querier, key string) (dialect.Info, bool, error) {
 	r := s.adminReplacer()
-	return dialect.ReleaseIfUnchanged(ctx, q, key,
-		r.Replace(`SELECT {cols} FROM {t} WHERE key_id = ?1 AND depth > 0 AND NOT ({expired})`),
+	return dialect.ReleaseIfUnchanged(ctx, q, key, queries.Get("get", r),
 		r.Replace(`UPDATE {t} SET depth = 0, memo = '', lease_ms = 0, update_time = {now}
 WHERE key_id = ?1 AND memo = ?2 AND token = ?3 AND depth = ?4 AND NOT ({expired})`))
 }

@@ -9,10 +9,11 @@ SELECT 1 FROM {t} WHERE key_id = ?1 AND memo <> ?2 AND depth > 0 AND NOT ({expir
 -- name: acquire
 -- In DO UPDATE, bare columns are the stored row, excluded.* the new one;
 -- every SET expression sees the stored row.
-INSERT INTO {t} (key_id, memo, depth, token, lease_ms, update_time, acquired_time)
-SELECT ?1, ?2, 1, f.floor_token + 1, ?3, {now}, {now} FROM {fence} AS f WHERE f.id = 1
+INSERT INTO {t} (key_id, memo, depth, token, lease_ms, update_time, acquired_time, data)
+SELECT ?1, ?2, 1, f.floor_token + 1, ?3, {now}, {now}, ?4 FROM {fence} AS f WHERE f.id = 1
 ON CONFLICT (key_id) DO UPDATE SET
   memo = excluded.memo,
+  data = CASE WHEN {free} THEN excluded.data ELSE coalesce(excluded.data, data) END,
   depth = CASE WHEN {free} THEN 1 ELSE depth + 1 END,
   token = CASE WHEN {free} THEN token + 1 ELSE token END,
   lease_ms = CASE WHEN {free} THEN excluded.lease_ms ELSE max(lease_ms, excluded.lease_ms) END,
@@ -31,7 +32,7 @@ WHERE key_id = ?1 AND memo = ?2 AND token = ?3 AND depth > 0 AND NOT ({expired})
 
 -- name: handoff
 UPDATE {t} SET
-  memo = ?4, depth = 1, token = token + 1, lease_ms = ?5,
+  memo = ?4, depth = 1, token = token + 1, lease_ms = ?5, data = ?6,
   update_time = {now}, acquired_time = {now}
 WHERE key_id = ?1 AND memo = ?2 AND token = ?3 AND depth = 1 AND NOT ({expired})
 RETURNING token
@@ -71,3 +72,10 @@ SELECT token FROM {t} WHERE key_id = ?1 AND memo = ?2 AND depth > 0 AND NOT ({ex
 
 -- name: queue.reap
 DELETE FROM {q} WHERE ticket IN (SELECT ticket FROM {q} WHERE NOT ({live}) LIMIT {limit})
+
+-- name: get
+SELECT {cols} FROM {t} WHERE key_id = ?1 AND depth > 0 AND NOT ({expired})
+
+-- name: setData
+UPDATE {t} SET data = ?4
+WHERE key_id = ?1 AND memo = ?2 AND token = ?3 AND depth > 0 AND NOT ({expired})

@@ -88,8 +88,8 @@ func (s *sqliteDialect) Quote(ident string) string { return `"` + ident + `"` }
 func (s *sqliteDialect) TakesInPlace() bool { return false }
 
 // Take implements dialect.Dialect as Upsert.
-func (s *sqliteDialect) Take(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration) (int64, bool, error) {
-	return s.Upsert(ctx, q, key, owner, ttl)
+func (s *sqliteDialect) Take(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration, data []byte) (int64, bool, error) {
+	return s.Upsert(ctx, q, key, owner, ttl, data)
 }
 
 // Batch implements dialect.Dialect: SQLite runs one writer at a time, so
@@ -106,11 +106,11 @@ func (s *sqliteDialect) Notifier() dialect.Notifier { return nil }
 // for the file's single writer (WAL), so waiters polling a held key leave the
 // write lock to the holder's release and renewals. Only a key that looked
 // free or ours is then taken, by the one atomic statement that decides.
-func (s *sqliteDialect) Upsert(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration) (int64, bool, error) {
+func (s *sqliteDialect) Upsert(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration, data []byte) (int64, bool, error) {
 	if held, err := s.Held(ctx, q, key, owner); held || err != nil {
 		return 0, false, err
 	}
-	return dialect.ScanToken(q.QueryRowContext(ctx, s.acquireSQL, key, owner, ttl.Milliseconds()))
+	return dialect.ScanToken(q.QueryRowContext(ctx, s.acquireSQL, key, owner, ttl.Milliseconds(), data))
 }
 
 func (s *sqliteDialect) Release(ctx context.Context, q dialect.Querier, key, owner string, token int64) (ok, freed bool, err error) {
@@ -122,8 +122,8 @@ func (s *sqliteDialect) Held(ctx context.Context, q dialect.Querier, key, owner 
 	return dialect.ScanHeld(q.QueryRowContext(ctx, s.heldSQL, key, owner))
 }
 
-func (s *sqliteDialect) Handoff(ctx context.Context, q dialect.Querier, key, owner string, token int64, to string, ttl time.Duration) (int64, bool, error) {
-	return dialect.ScanToken(q.QueryRowContext(ctx, s.handoffSQL, key, owner, token, to, ttl.Milliseconds()))
+func (s *sqliteDialect) Handoff(ctx context.Context, q dialect.Querier, key, owner string, token int64, to string, ttl time.Duration, data []byte) (int64, bool, error) {
+	return dialect.ScanToken(q.QueryRowContext(ctx, s.handoffSQL, key, owner, token, to, ttl.Milliseconds(), data))
 }
 
 // Renew never reports a row busy: SQLite has no row locks to skip.

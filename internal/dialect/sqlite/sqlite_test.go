@@ -44,19 +44,19 @@ func TestSQLiteClassify(t *testing.T) {
 		t.Fatal(err)
 	}
 	impatient := openSQLite(t, path, 0)
-	_, _, err = d.Upsert(ctx, impatient, "k", "o", time.Second)
+	_, _, err = d.Upsert(ctx, impatient, "k", "o", time.Second, nil)
 	if err == nil || d.Classify(err) != dialect.RolledBack {
 		t.Errorf("acquire while another connection writes: %v, class %d, want dialect.RolledBack", err, d.Classify(err))
 	}
 	if _, err := conn.ExecContext(ctx, `ROLLBACK`); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = sqlite.New(dialect.Config{Table: "t_none"}).Upsert(ctx, impatient, "k", "o", time.Second)
+	_, _, err = sqlite.New(dialect.Config{Table: "t_none"}).Upsert(ctx, impatient, "k", "o", time.Second, nil)
 	if d.Classify(err) != dialect.NoTable {
 		t.Errorf("missing table: %v, class %d, want dialect.NoTable", err, d.Classify(err))
 	}
 	dead := openSQLite(t, filepath.Join(t.TempDir(), "no", "such", "dir.db"), 0)
-	_, _, err = d.Upsert(ctx, dead, "k", "o", time.Second)
+	_, _, err = d.Upsert(ctx, dead, "k", "o", time.Second, nil)
 	if d.Classify(err) != dialect.Conn {
 		t.Errorf("unopenable file: %v, class %d, want dialect.Conn", err, d.Classify(err))
 	}
@@ -78,7 +78,7 @@ func TestSQLiteRenewAndReap(t *testing.T) {
 	d := sqlite.New(dialect.Config{Table: "t_r"})
 	take := func(key string) dialect.Ref {
 		t.Helper()
-		tok, ok, err := d.Upsert(ctx, db, key, "o", time.Minute)
+		tok, ok, err := d.Upsert(ctx, db, key, "o", time.Minute, nil)
 		if err != nil || !ok {
 			t.Fatalf("acquire %q = %v, %v", key, ok, err)
 		}

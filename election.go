@@ -1,0 +1,238 @@
+package dblock
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dblockhq/dblock/internal/lockrun"
+)
+
+// ErrNoLeader means an election has no leader right now.
+var ErrNoLeader = errors.New("dblock: no leader")
+
+// electionPrefix names an election's lock key, apart from plain locks.
+const electionPrefix = "election/"
+
+// Election elects one leader at a time among the processes that campaign
+// under one name: the leader holds the election's lock, whose Data is the
+// leader's value (an address, an id) and whose fencing token numbers its
+// term. Leadership ends when the leader resigns, when its Locker closes,
+// or one lease after it stopped renewing (crashed, cut off); the next
+// campaigner then leads with a larger token.
+type Election struct {
+	l    *Locker
+	name string
+	key  string
+	cfg  electionConfig
+}
+
+type electionConfig struct {
+	ttl  time.Duration // the term's lease; 0: the Locker's TTL
+	poll time.Duration // Observe's read interval
+}
+
+// ElectionOption configures NewElection.
+type ElectionOption func(*electionConfig) error
+
+// ElectionTTL sets the lease of a term: how long a leader that stopped
+// renewing (crashed, cut off) keeps the election before another
+// campaigner takes over. Default: the Locker's TTL.
+func ElectionTTL(d time.Duration) ElectionOption {
+	return func(c *electionConfig) error {
+		if err := validateTTL("ElectionTTL", d); err != nil {
+			return err
+		}
+		c.ttl = d
+		return nil
+	}
+}
+
+// ObserveInterval sets how often Observe reads the election (default
+// 250 ms): a change that lasts less than that may be coalesced with the
+// next one.
+func ObserveInterval(d time.Duration) ElectionOption {
+	return func(c *electionConfig) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: ObserveInterval %v, must be positive", ErrInvalidOption, d)
+		}
+		c.poll = d
+		return nil
+	}
+}
+
+// NewElection returns the election called name on l's table. name follows
+// the rules of a key (ValidateKey), with room for a short prefix.
+func NewElection(l *Locker, name string, opts ...ElectionOption) (*Election, error) {
+	if err := l.usable(); err != nil {
+		return nil, err
+	}
+	key := electionPrefix + name
+	if name == "" {
+		return nil, fmt.Errorf("%w: empty election name", ErrInvalidKey)
+	}
+	if err := ValidateKey(key); err != nil {
+		return nil, fmt.Errorf("election name %q: %w", name, err)
+	}
+	cfg := electionConfig{poll: 250 * time.Millisecond}
+	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: nil ElectionOption", ErrInvalidOption)
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	return &Election{l: l, name: name, key: key, cfg: cfg}, nil
+}
+
+// Name returns the election's name.
+func (e *Election) Name() string { return e.name }
+
+// Campaign waits until this caller leads, then returns its Term with value
+// as the leader's value (at most MaxDataLen bytes). It waits as Lock does:
+// woken at once on PostgreSQL, by polling with backoff elsewhere, until ctx
+// ends.
+func (e *Election) Campaign(ctx context.Context, value []byte) (*Term, error) {
+	opts := []LockOption{Data(value)}
+	if e.cfg.ttl > 0 {
+		opts = append(opts, TTL(e.cfg.ttl))
+	}
+	lk, err := e.l.Lock(ctx, e.key, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &Term{e: e, lk: lk}, nil
+}
+
+// Leader returns the current leader, read from the database; an error
+// wrapping ErrNoLeader when there is none.
+func (e *Election) Leader(ctx context.Context) (Leader, error) {
+	info, err := e.l.Get(ctx, e.key)
+	if errors.Is(err, ErrNotHeld) {
+		return Leader{}, fmt.Errorf("%w: election %q", ErrNoLeader, e.name)
+	}
+	if err != nil {
+		return Leader{}, err
+	}
+	return Leader{Value: info.Data(), Token: info.Token, Since: info.AcquiredAt, ExpiresAt: info.ExpiresAt}, nil
+}
+
+// Observe returns a channel that receives the current leader, then every
+// change of leader or of its value, in order and without repeats, until
+// ctx ends or the Locker closes; then it is closed. It reads the election
+// every ObserveInterval, so changes closer together than that may arrive
+// as one. A time without a leader sends nothing. A slow reader delays
+// the reads, never misses the latest state.
+func (e *Election) Observe(ctx context.Context) <-chan Leader {
+	ch := make(chan Leader)
+	if !e.l.spawn(func() { e.observe(ctx, ch) }) {
+		close(ch)
+	}
+	return ch
+}
+
+func (e *Election) observe(ctx context.Context, ch chan<- Leader) {
+	defer close(ch)
+	var last Leader
+	t := time.NewTicker(e.cfg.poll)
+	defer t.Stop()
+	for {
+		cur, err := e.Leader(ctx)
+		switch {
+		case err == nil && (cur.Token != last.Token || !bytes.Equal(cur.Value, last.Value)):
+			select {
+			case ch <- cur:
+				last = cur
+			case <-ctx.Done():
+				return
+			case <-e.l.closing:
+				return
+			}
+		case err != nil && !errors.Is(err, ErrNoLeader) && ctx.Err() == nil:
+			e.l.log.Debug("dblock: observing an election", "election", e.name, "err", err)
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		case <-e.l.closing:
+			return
+		}
+	}
+}
+
+// Leader is an election's leader as the database sees it.
+type Leader struct {
+	Value []byte // the value the leader campaigned or proclaimed with
+	Token int64  // the term's fencing token
+	// Since is when the term began and ExpiresAt when its lease ends unless
+	// renewed, by the database's clock (UTC).
+	Since, ExpiresAt time.Time
+}
+
+// Term is one leadership: this caller leads until Resign, until its Locker
+// closes, or until the lock behind it is lost (Done closes, Err says why).
+type Term struct {
+	e  *Election
+	lk *Lock
+}
+
+// Token returns the term's fencing token, larger than every earlier
+// term's: pass it to what the leader writes, so a stale leader is refused.
+func (t *Term) Token() int64 { return t.lk.Token() }
+
+// Done is closed when the term ends.
+func (t *Term) Done() <-chan struct{} { return t.lk.Done() }
+
+// Err returns nil while this caller leads, else why the term ended, as
+// Lock.Err.
+func (t *Term) Err() error { return t.lk.Err() }
+
+// Proclaim replaces the leader's value without a new election; an error
+// wrapping ErrNotHeld when the term has ended.
+func (t *Term) Proclaim(ctx context.Context, value []byte) error {
+	lc := lockConfig{}
+	if err := Data(value)(&lc); err != nil {
+		return err
+	}
+	if err := t.lk.Err(); err != nil {
+		return fmt.Errorf("%w: election %q: %w", ErrNotHeld, t.e.name, err)
+	}
+	l := t.e.l
+	ok, err := l.d.SetData(ctx, l.q, t.lk.key, t.lk.owner, t.lk.token, lc.data)
+	if err != nil {
+		return l.wrapErr("proclaim", t.lk.key, err)
+	}
+	if !ok {
+		return fmt.Errorf("%w: election %q: term %d is over", ErrNotHeld, t.e.name, t.lk.token)
+	}
+	return nil
+}
+
+// Resign ends the term and frees the election for the next campaigner.
+func (t *Term) Resign(ctx context.Context) error { return t.lk.Unlock(ctx) }
+
+// RunWhileLeader campaigns in e with value and runs fn while this caller
+// leads; fn's context ends when the term does. When the term ends under
+// fn (lost, or its Locker closing), it campaigns again once fn returns.
+// It returns when ctx ends, or when fn returns while still leading: then
+// it resigns and returns fn's error.
+func RunWhileLeader(ctx context.Context, e *Election, value []byte, fn func(ctx context.Context) error) error {
+	if fn == nil {
+		return fmt.Errorf("%w: nil function", ErrInvalidOption)
+	}
+	for {
+		term, err := e.Campaign(ctx, value)
+		if err != nil {
+			return err
+		}
+		err = lockrun.Run(ctx, term.lk.ctx, fn, term.Resign)
+		if ctx.Err() != nil || !errors.Is(err, ErrLockLost) {
+			return err
+		}
+		e.l.log.Info("dblock: leadership lost; campaigning again", "election", e.name, "err", err)
+	}
+}

@@ -1,0 +1,1 @@
+ALTER TABLE lock_table DROP COLUMN data;

@@ -1,0 +1,1 @@
+ALTER TABLE lock_table ADD COLUMN data BLOB;
