@@ -240,5 +240,5 @@ func (l *Locker) try(ctx context.Context, key string, lc lockConfig) (*Lock, err
 // acquire makes one attempt at key; calls without Owner may be combined
 // with concurrent ones.
 func (l *Locker) acquire(ctx context.Context, key string, lc lockConfig) (int64, bool, error) {
-	return l.acq.Acquire(ctx, l.q, key, lc.owner, lc.ttl, lc.data, !lc.explicitOwner)
+	return l.acq.Acquire(ctx, l.q, key, lc.owner, lc.ttl, lc.value(), !lc.explicitOwner)
 }

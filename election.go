@@ -202,7 +202,7 @@ func (t *Term) Proclaim(ctx context.Context, value []byte) error {
 		return fmt.Errorf("%w: election %q: %w", ErrNotHeld, t.e.name, err)
 	}
 	l := t.e.l
-	ok, err := l.d.SetData(ctx, l.q, t.lk.key, t.lk.owner, t.lk.token, lc.data)
+	ok, err := l.d.SetData(ctx, l.q, t.lk.key, t.lk.owner, t.lk.token, lc.value())
 	if err != nil {
 		return l.wrapErr("proclaim", t.lk.key, err)
 	}

@@ -65,7 +65,7 @@ func (k *Lock) handOff(ctx context.Context) (bool, error) {
 	}
 	start := time.Now()
 	ctx = l.bounds.within(ctx)
-	token, ok, err := l.d.Handoff(ctx, l.q, k.key, k.owner, k.token, w.lc.owner, w.lc.ttl, w.lc.data)
+	token, ok, err := l.d.Handoff(ctx, l.q, k.key, k.owner, k.token, w.lc.owner, w.lc.ttl, w.lc.value())
 	switch {
 	case err != nil:
 		// The statement may have run: the waiter's own try must not

@@ -1,7 +1,6 @@
 package dblock
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"time"
@@ -230,7 +229,7 @@ type lockConfig struct {
 	owner         string
 	explicitOwner bool // Owner was given: the call may re-enter
 	ttl           time.Duration
-	data          []byte        // Data; nil: none
+	data          string        // Data; "": none (a string keeps lockConfig comparable)
 	maxHold       time.Duration // MaxHold; 0: none
 }
 
@@ -275,10 +274,7 @@ func Data(value []byte) LockOption {
 		if len(value) > MaxDataLen {
 			return fmt.Errorf("%w: Data of %d bytes, at most %d (MaxDataLen)", ErrInvalidOption, len(value), MaxDataLen)
 		}
-		c.data = nil
-		if len(value) > 0 {
-			c.data = bytes.Clone(value)
-		}
+		c.data = string(value)
 		return nil
 	}
 }
@@ -297,4 +293,12 @@ func MaxHold(d time.Duration) LockOption {
 		c.maxHold = d
 		return nil
 	}
+}
+
+// value is the lock's Data as the dialect takes it: nil for none.
+func (c lockConfig) value() []byte {
+	if c.data == "" {
+		return nil
+	}
+	return []byte(c.data)
 }
