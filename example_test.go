@@ -262,3 +262,64 @@ func awaitQueue(db *sql.DB, key string, n int) {
 		time.Sleep(time.Millisecond) // between reads of the queue
 	}
 }
+
+// LockAll takes several keys, all or nothing; each has its own fencing
+// token, and Done closes when any of them is lost.
+func ExampleLocker_LockAll() {
+	db := exampleDB()
+	defer db.Close()
+	locker, err := dblock.New(db, dblock.WithTable("example_locks"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+	ctx := context.Background()
+
+	m, err := locker.LockAll(ctx, "example:tenant/3", "example:invoice/7")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, lk := range m.Locks() { // sorted by key
+		fmt.Println(lk.Key(), lk.Token() == m.Token(lk.Key()))
+	}
+	// Another owner cannot take any of them, nor the set.
+	_, err = locker.TryLockAll(ctx, "example:invoice/7", "example:other")
+	fmt.Println("overlapping set:", errors.Is(err, dblock.ErrLocked))
+	if err := m.Unlock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// example:invoice/7 true
+	// example:tenant/3 true
+	// overlapping set: true
+}
+
+// Data attaches a value to a lock that anyone can read with Get.
+func ExampleData() {
+	db := exampleDB()
+	defer db.Close()
+	locker, err := dblock.New(db, dblock.WithTable("example_locks"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+	ctx := context.Background()
+
+	lk, err := locker.TryLock(ctx, "example:import", dblock.Data([]byte("batch 42 of 100")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	info, err := locker.Get(ctx, "example:import") // from any process
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s, same holder: %v\n", info.Data(), info.Token == lk.Token())
+	if err := lk.Unlock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	_, err = locker.Get(ctx, "example:import")
+	fmt.Println("after Unlock:", errors.Is(err, dblock.ErrNotHeld))
+	// Output:
+	// batch 42 of 100, same holder: true
+	// after Unlock: true
+}
