@@ -15,24 +15,34 @@ import (
 	_ "modernc.org/sqlite"
 )
 
+// exampleSQLite opens a migrated SQLite file in a temporary directory (one
+// host); on several hosts, open PostgreSQL or MySQL instead:
+// sql.Open("pgx", dsn), then dblock.Migrate.
+func exampleSQLite() (db *sql.DB, done func()) {
+	dir, err := os.MkdirTemp("", "dblock-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	db, err = sql.Open("sqlite", "file:"+filepath.Join(dir, "locks.db")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := dblock.Migrate(context.Background(), db); err != nil {
+		log.Fatal(err)
+	}
+	return db, func() {
+		db.Close()
+		os.RemoveAll(dir)
+	}
+}
+
 // Every node schedules the same nightly job; Singleton lets one node run it
 // per tick. The others find the lock held and skip. Here two nodes share an
 // SQLite file (one host); on several hosts, open PostgreSQL or MySQL
 // instead: sql.Open("pgx", dsn).
 func ExampleSingleton() {
-	dir, err := os.MkdirTemp("", "dblock-example")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "locks.db")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer db.Close()
-	if err := dblock.Migrate(context.Background(), db); err != nil {
-		log.Fatal(err)
-	}
+	db, done := exampleSQLite()
+	defer done()
 
 	var nodes []*dblock.Locker
 	defer func() {
@@ -69,20 +79,9 @@ func ExampleSingleton() {
 // One leader at a time among the processes that campaign under one name;
 // anyone can read who leads.
 func ExampleElection() {
-	dir, err := os.MkdirTemp("", "dblock-example")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "locks.db")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer db.Close()
+	db, done := exampleSQLite()
+	defer done()
 	ctx := context.Background()
-	if err := dblock.Migrate(ctx, db); err != nil {
-		log.Fatal(err)
-	}
 	locker, err := dblock.New(db)
 	if err != nil {
 		log.Fatal(err)
