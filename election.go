@@ -136,6 +136,8 @@ func (e *Election) Observe(ctx context.Context) <-chan Leader {
 
 func (e *Election) observe(ctx context.Context, ch chan<- Leader) {
 	defer close(ch)
+	ctx, stop := e.l.closable(ctx) // Close ends a read in flight too
+	defer stop()
 	var last Leader
 	t := time.NewTicker(e.cfg.poll)
 	defer t.Stop()
@@ -148,8 +150,6 @@ func (e *Election) observe(ctx context.Context, ch chan<- Leader) {
 				last = cur
 			case <-ctx.Done():
 				return
-			case <-e.l.closing:
-				return
 			}
 		case err != nil && !errors.Is(err, ErrNoLeader) && ctx.Err() == nil:
 			e.l.log.Debug("dblock: observing an election", "election", e.name, "err", err)
@@ -157,8 +157,6 @@ func (e *Election) observe(ctx context.Context, ch chan<- Leader) {
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-			return
-		case <-e.l.closing:
 			return
 		}
 	}

@@ -188,3 +188,22 @@ func TestElectionBadInput(t *testing.T) {
 		t.Errorf("Campaign with an over-long value = %v, want ErrInvalidOption", err)
 	}
 }
+
+// Observe's channel closes when its Locker closes, and Close waits for it.
+func TestObserveEndsWithLocker(t *testing.T) {
+	l, _, _ := dbtest.Locker(t, dblock.SQLite)
+	e, err := dblock.NewElection(l, "closing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := e.Observe(context.Background())
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for ld := range seen {
+		t.Errorf("observed %+v with no leader", ld)
+	}
+	if _, ok := <-e.Observe(context.Background()); ok {
+		t.Error("Observe on a closed Locker delivered a leader")
+	}
+}
