@@ -323,3 +323,36 @@ func ExampleData() {
 	// batch 42 of 100, same holder: true
 	// after Unlock: true
 }
+
+// A semaphore lets a fixed number of holders in at once, across processes.
+func ExampleSemaphore() {
+	db := exampleDB()
+	defer db.Close()
+	locker, err := dblock.New(db, dblock.WithTable("example_locks"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+	ctx := context.Background()
+
+	exports, err := dblock.NewSemaphore(locker, "example:exports", 2)
+	if err != nil {
+		log.Fatal(err)
+	}
+	a, err := exports.Acquire(ctx) // waits while both permits are held
+	if err != nil {
+		log.Fatal(err)
+	}
+	b, err := exports.TryAcquire(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = exports.TryAcquire(ctx)
+	fmt.Println("third holder:", errors.Is(err, dblock.ErrLocked))
+	for _, p := range []*dblock.Permit{a, b} {
+		if err := p.Release(ctx); err != nil {
+			log.Fatal(err)
+		}
+	}
+	// Output: third holder: true
+}

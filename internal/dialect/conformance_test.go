@@ -52,6 +52,7 @@ func TestConformance(t *testing.T) {
 			{"batch", confBatch},
 			{"tx", confTx},
 			{"data", confData},
+			{"takeAny", confTakeAny},
 			{"classify", confClassify},
 		} {
 			t.Run(c.name, func(t *testing.T) {
@@ -327,6 +328,39 @@ func confData(t *testing.T, c conf) {
 	}
 	if info, _, _ := c.d.Get(c.ctx, c.db, c.key); info.Data != nil || info.Token != next {
 		t.Errorf("a fresh acquisition without data shows %q", info.Data)
+	}
+}
+
+func confTakeAny(t *testing.T, c conf) {
+	keys := []string{c.key + "0", c.key + "1", c.key + "2"}
+	if _, _, ok, err := c.d.TakeAny(c.ctx, c.db, keys, "a", time.Hour); ok || err != nil {
+		t.Fatalf("TakeAny with no rows = %v, %v; want nothing taken", ok, err)
+	}
+	if n, err := c.d.Ensure(c.ctx, c.db, keys); n != 3 || err != nil {
+		t.Fatalf("Ensure = %d, %v; want 3 rows created", n, err)
+	}
+	if n, err := c.d.Ensure(c.ctx, c.db, keys); n != 0 || err != nil {
+		t.Fatalf("Ensure again = %d, %v; want none", n, err)
+	}
+	taken := map[string]int64{}
+	for _, owner := range []string{"a", "b", "c"} {
+		key, token, ok, err := c.d.TakeAny(c.ctx, c.db, keys, owner, time.Hour)
+		if err != nil || !ok || token <= 0 || taken[key] != 0 || !slices.Contains(keys, key) {
+			t.Fatalf("TakeAny for %s = %q %d %v %v; taken so far %v", owner, key, token, ok, err, taken)
+		}
+		taken[key] = token
+		if info, ok, _ := c.d.Get(c.ctx, c.db, key); !ok || info.Owner != owner || info.Token != token {
+			t.Errorf("Get %q after TakeAny = %+v, want %s's", key, info, owner)
+		}
+	}
+	if _, _, ok, err := c.d.TakeAny(c.ctx, c.db, keys, "d", time.Hour); ok || err != nil {
+		t.Fatalf("TakeAny with every row held = %v, %v", ok, err)
+	}
+	info, _, _ := c.d.Get(c.ctx, c.db, keys[1])
+	c.release(t, keys[1], info.Owner, info.Token)
+	key, token, ok, err := c.d.TakeAny(c.ctx, c.db, keys, "d", time.Hour)
+	if err != nil || !ok || key != keys[1] || token <= taken[keys[1]] {
+		t.Errorf("TakeAny after a release = %q %d %v %v; want %q above %d", key, token, ok, err, keys[1], taken[keys[1]])
 	}
 }
 

@@ -94,6 +94,13 @@ type Dialect interface {
 	// dialect knows it did that. ok is false when that acquisition no
 	// longer holds the key.
 	Release(ctx context.Context, q Querier, key, owner string, token int64) (ok, freed bool, err error)
+	// TakeAny takes one free (released or expired) row among keys for
+	// owner with lease ttl, and returns its key and token; ok is false
+	// when none is free. Missing rows are not taken: Ensure creates them.
+	TakeAny(ctx context.Context, q Querier, keys []string, owner string, ttl time.Duration) (key string, token int64, ok bool, err error)
+	// Ensure creates, released, the rows of keys that do not exist, and
+	// returns how many it created; it reads first and writes only then.
+	Ensure(ctx context.Context, q Querier, keys []string) (created int, err error)
 	// Held reports, without writing or locking anything, whether an owner
 	// other than owner holds key.
 	Held(ctx context.Context, q Querier, key, owner string) (bool, error)

@@ -184,3 +184,29 @@ func ExecOne(ctx context.Context, q Querier, query string, args ...any) (bool, e
 	n, err := res.RowsAffected()
 	return n == 1, err
 }
+
+// Absent returns the keys not in present, in order.
+func Absent(keys, present []string) []string {
+	have := make(map[string]bool, len(present))
+	for _, k := range present {
+		have[k] = true
+	}
+	var out []string
+	for _, k := range keys {
+		if !have[k] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// ScanKeyToken reads one (key, token) row; no row means none.
+func ScanKeyToken(row *sql.Row) (string, int64, bool, error) {
+	var key string
+	var token int64
+	err := row.Scan(&key, &token)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", 0, false, nil
+	}
+	return key, token, err == nil, err
+}

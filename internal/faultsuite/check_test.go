@@ -36,6 +36,11 @@ func (r *run) check() {
 	if len(byKey[electionKey]) == 0 {
 		t.Errorf("no live term of the election %s was recorded", electionKey)
 	}
+	for _, k := range permitKeys() {
+		if len(byKey[k]) == 0 {
+			t.Errorf("no live hold of the semaphore permit %s was recorded", k)
+		}
+	}
 	t.Logf("%s: live holds per key: %v", r.d, func() map[string]int {
 		n := map[string]int{}
 		for k, list := range byKey {

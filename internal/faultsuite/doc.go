@@ -3,7 +3,9 @@
 //
 // TestFaults runs, on each database, several worker processes (the test
 // binary re-executed) whose holders take a few shared keys over and over;
-// one key is a dblock.Election's, taken by campaigning and ended by Resign.
+// one key is a dblock.Election's, taken by campaigning and ended by Resign,
+// and one a dblock.Semaphore's with two permits, each permit a key checked
+// as the others (a killed holder's permit must be free again in time).
 // Inside its critical section a holder looks at Done before every write and
 // makes three writes, each fenced by its token: it raises the key's token in
 // a guard table (refused if a higher one is there), then records the start

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,7 +22,7 @@ func TestFaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%s: %v", seedEnv, err)
 	}
-	t.Logf("seed %d (replay the fault schedule with %s=%d); %d processes x %d holders on %d keys and an election, %d acquisitions per database",
+	t.Logf("seed %d (replay the fault schedule with %s=%d); %d processes x %d holders on %d keys, an election and a semaphore of 2 permits, %d acquisitions per database",
 		base, seedEnv, base, sz.procs, sz.holders, sz.keys, sz.acquisitions)
 	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		r := newRun(t, d, sz, base)
@@ -89,7 +90,7 @@ func newRun(t *testing.T, d dblock.Dialect, sz size, base int64) *run {
 	}
 	// One key is an election's: its holders campaign, lead and resign
 	// through dblock.Election, under the same checks.
-	spec.Keys = append(spec.Keys, electionKey)
+	spec.Keys = append(spec.Keys, electionKey, semaphoreKey)
 	q := sqlFor(d, spec.Table, spec.Guard, spec.Intervals)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -105,7 +106,7 @@ func newRun(t *testing.T, d dblock.Dialect, sz size, base int64) *run {
 			t.Fatalf("%s: %v", s, err)
 		}
 	}
-	for _, k := range spec.Keys {
+	for _, k := range append(slices.Clone(spec.Keys), permitKeys()...) {
 		if _, err := db.ExecContext(ctx, q.seedGuard, k); err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package faultsuite
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -34,7 +35,9 @@ func (r *run) pollTakeovers() {
 		if free && k.freeAt.IsZero() {
 			k.freeAt = now
 		}
-		if tok != k.tok {
+		// A permit need not be taken again (another permit may serve every
+		// taker): for it, being free again is the takeover.
+		if tok != k.tok || free && strings.HasPrefix(key, semaphoreKey+"/") {
 			r.taken(key, now)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -73,7 +74,11 @@ func TestWorkerProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &worker{spec: spec, db: db, l: l, q: q, out: out, election: e}
+	sem, err := dblock.NewSemaphore(l, strings.TrimPrefix(semaphoreKey, "semaphore/"), semaphorePermits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &worker{spec: spec, db: db, l: l, q: q, out: out, election: e, sem: sem}
 	var wg sync.WaitGroup
 	for i := range spec.Holders {
 		wg.Go(func() {
@@ -140,11 +145,30 @@ type worker struct {
 	l        *dblock.Locker
 	q        suiteSQL
 	out      *reporter
-	election *dblock.Election // of electionKey
+	election *dblock.Election  // of electionKey
+	sem      *dblock.Semaphore // of semaphoreKey
 }
 
 // electionKey is the lock key of the suite's election ("election/" + name).
 const electionKey = "election/lead"
+
+// semaphoreKey names the suite's semaphore among the keys a holder picks;
+// a permit's own key is semaphoreKey + "/<i>", one per permit, each checked
+// as any key (no two live holds of a permit overlap, so no more holders
+// than permits).
+const (
+	semaphoreKey     = "semaphore/pool"
+	semaphorePermits = 2
+)
+
+// permitKeys are the keys of the semaphore's permits.
+func permitKeys() []string {
+	var keys []string
+	for i := range semaphorePermits {
+		keys = append(keys, semaphoreKey+"/"+strconv.Itoa(i))
+	}
+	return keys
+}
 
 // hold is what the critical section needs of a lock or a leader's term.
 type hold interface {
@@ -152,21 +176,29 @@ type hold interface {
 	Err() error
 }
 
-// take takes key: a Lock, or a Term of the election for electionKey. The
+// take takes key: a Lock, a Term of the election for electionKey, or a
+// permit of the semaphore for semaphoreKey (whose own key it returns). The
 // returned function ends the hold.
-func (w *worker) take(ctx context.Context, key string) (hold, func(context.Context) error, error) {
-	if key == electionKey {
+func (w *worker) take(ctx context.Context, key string) (string, hold, func(context.Context) error, error) {
+	switch key {
+	case electionKey:
 		term, err := w.election.Campaign(ctx, []byte(w.spec.Name))
 		if err != nil {
-			return nil, nil, err
+			return "", nil, nil, err
 		}
-		return term, term.Resign, nil
+		return key, term, term.Resign, nil
+	case semaphoreKey:
+		p, err := w.sem.Acquire(ctx)
+		if err != nil {
+			return "", nil, nil, err
+		}
+		return p.Key(), p, p.Release, nil
 	}
 	lk, err := w.l.Lock(ctx, key)
 	if err != nil {
-		return nil, nil, err
+		return "", nil, nil, err
 	}
-	return lk, lk.Unlock, nil
+	return key, lk, lk.Unlock, nil
 }
 
 // holdOnce takes a random key (waiting at most a few leases), runs the
@@ -175,7 +207,7 @@ func (w *worker) holdOnce(ctx context.Context, rng *rand.Rand) {
 	key := w.spec.Keys[rng.IntN(len(w.spec.Keys))]
 	lctx, cancel := context.WithTimeout(ctx, 3*ttl)
 	call := time.Now().UnixNano()
-	lk, unlock, err := w.take(lctx, key)
+	key, lk, unlock, err := w.take(lctx, key)
 	ret := time.Now().UnixNano()
 	cancel()
 	if err != nil {

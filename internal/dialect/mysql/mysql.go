@@ -38,6 +38,8 @@ type mysqlDialect struct {
 	reapLockSQL, reapDelSQL string
 	getSQL, setDataSQL      string
 	liveSQL                 string
+	takeAnySQL, takenAnySQL string
+	existingSQL, ensureSQL  string
 	versionDDL              string
 	// The combined statement, by number of calls, and the read that
 	// confirms which of its calls it did.
@@ -77,6 +79,10 @@ func New(cfg dialect.Config) dialect.Dialect {
 	m.getSQL = queries.Get("get", m.adminReplacer())
 	m.setDataSQL = queries.Get("setData", r)
 	m.liveSQL = queries.Get("live", r)
+	m.takeAnySQL = queries.Get("takeAny", r)
+	m.takenAnySQL = queries.Get("takenAny", r)
+	m.existingSQL = queries.Get("existing", r)
+	m.ensureSQL = queries.Get("ensure", r)
 	m.versionDDL = `CREATE TABLE IF NOT EXISTS ` + m.Quote(table+"_version") + ` (
     version    BIGINT      NOT NULL PRIMARY KEY,
     applied_at DATETIME(6) NOT NULL

@@ -186,3 +186,25 @@ WHERE key_id = ? AND memo = ? AND token = ? AND depth > 0 AND NOT ({expired})
 
 -- name: live
 SELECT 1 FROM {t} WHERE key_id = ? AND memo = ? AND token = ? AND depth > 0 AND NOT ({expired})
+
+-- name: takeAny
+-- A semaphore's permit: the first free row among {keys}, in key order (a
+-- deterministic order keeps the statement safe for statement-based
+-- replication); a taker that waited on a row taken meanwhile moves on.
+UPDATE {t} SET
+  acquired_time = UTC_TIMESTAMP(6), token = LAST_INSERT_ID(token + 1),
+  memo = ?, depth = 1, lease_ms = ?, data = NULL, update_time = UTC_TIMESTAMP(6)
+WHERE key_id IN ({keys}) AND (depth = 0 OR {expired})
+ORDER BY key_id LIMIT 1
+
+-- name: takenAny
+SELECT key_id FROM {t} WHERE key_id IN ({keys}) AND memo = ? AND token = ?
+
+-- name: existing
+SELECT key_id FROM {t} WHERE key_id IN ({keys})
+
+-- name: ensure
+INSERT INTO {t} (key_id, memo, depth, token, lease_ms, update_time)
+SELECT ?, '', 0, f.floor_token + 1, 0, UTC_TIMESTAMP(6)
+FROM {fence} AS f WHERE f.id = 1 LOCK IN SHARE MODE
+ON DUPLICATE KEY UPDATE key_id = key_id

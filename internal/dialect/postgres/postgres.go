@@ -28,6 +28,8 @@ type postgres struct {
 	handoffSQL, heldSQL    string
 	renewSQL, reapSQL      string
 	getSQL, setDataSQL     string
+	takeAnySQL, ensureSQL  string
+	existingSQL            string
 	releaseNotifySQL       string
 	takeMany, releaseMany  *dialect.Sized // combined statements, by number of calls
 	fenceKey               int64          // the reap fence's advisory lock
@@ -79,6 +81,9 @@ func build(table string, durableRelease bool) *postgres {
 	p.reapSQL = queries.Get("reap", r)
 	p.getSQL = queries.Get("get", p.adminReplacer())
 	p.setDataSQL = queries.Get("setData", r)
+	p.takeAnySQL = queries.Get("takeAny", r)
+	p.existingSQL = queries.Get("existing", r)
+	p.ensureSQL = queries.Get("ensure", r)
 	p.versionDDL = `CREATE TABLE IF NOT EXISTS ` + p.Quote(table+"_version") + ` (
     version    BIGINT      NOT NULL PRIMARY KEY,
     applied_at TIMESTAMPTZ NOT NULL DEFAULT statement_timestamp()

@@ -183,3 +183,24 @@ SELECT {cols} FROM {t} AS l WHERE l.key_id = $1 AND l.depth > 0 AND NOT ({expire
 -- name: setData
 UPDATE {t} AS l SET data = $4::bytea
 WHERE l.key_id = $1 AND l.memo = $2 AND l.token = $3 AND l.depth > 0 AND NOT ({expired})
+
+-- name: takeAny
+-- A semaphore's permit: one free row among $1, skipping rows another
+-- statement is taking; random order spreads concurrent takers.
+WITH c AS (
+  SELECT l.key_id FROM {t} AS l
+  WHERE l.key_id = ANY($1::text[]) AND (l.depth = 0 OR {expired})
+  ORDER BY random() LIMIT 1
+  FOR UPDATE SKIP LOCKED)
+UPDATE {t} AS l SET memo = $2, depth = 1, token = nextval('{seq}'), lease_ms = $3,
+  update_time = statement_timestamp(), acquired_time = statement_timestamp(), data = NULL
+FROM c WHERE l.key_id = c.key_id AND (l.depth = 0 OR {expired})
+RETURNING l.key_id, l.token
+
+-- name: existing
+SELECT l.key_id FROM {t} AS l WHERE l.key_id = ANY($1::text[])
+
+-- name: ensure
+INSERT INTO {t} (key_id, memo, depth, token, lease_ms, update_time)
+SELECT k, '', 0, nextval('{seq}'), 0, statement_timestamp() FROM unnest($1::text[]) AS k
+ON CONFLICT (key_id) DO NOTHING

@@ -79,3 +79,17 @@ SELECT {cols} FROM {t} WHERE key_id = ?1 AND depth > 0 AND NOT ({expired})
 -- name: setData
 UPDATE {t} SET data = ?4
 WHERE key_id = ?1 AND memo = ?2 AND token = ?3 AND depth > 0 AND NOT ({expired})
+
+-- name: takeAny
+UPDATE {t} SET memo = ?2, depth = 1, token = token + 1, lease_ms = ?3,
+  update_time = {now}, acquired_time = {now}, data = NULL
+WHERE key_id = (SELECT key_id FROM {t} WHERE key_id IN (SELECT value FROM json_each(?1)) AND {free} LIMIT 1)
+RETURNING key_id, token
+
+-- name: existing
+SELECT key_id FROM {t} WHERE key_id IN (SELECT value FROM json_each(?1))
+
+-- name: ensure
+INSERT INTO {t} (key_id, memo, depth, token, lease_ms, update_time)
+SELECT j.value, '', 0, f.floor_token + 1, 0, {now} FROM {fence} AS f, json_each(?1) AS j WHERE f.id = 1
+ON CONFLICT (key_id) DO NOTHING

@@ -45,6 +45,8 @@ type sqliteDialect struct {
 	acquireSQL, releaseSQL string
 	handoffSQL             string
 	renewSQL, reapSQL      string
+	takeAnySQL, ensureSQL  string
+	existingSQL            string
 	versionDDL             string
 }
 
@@ -75,6 +77,9 @@ func New(cfg dialect.Config) dialect.Dialect {
 	s.handoffSQL = queries.Get("handoff", r)
 	s.renewSQL = queries.Get("renew", r)
 	s.reapSQL = queries.Get("reap", r)
+	s.takeAnySQL = queries.Get("takeAny", r)
+	s.existingSQL = queries.Get("existing", r)
+	s.ensureSQL = queries.Get("ensure", r)
 	s.versionDDL = `CREATE TABLE IF NOT EXISTS ` + s.Quote(table+"_version") + ` (
     version    INTEGER NOT NULL PRIMARY KEY,
     applied_at TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))

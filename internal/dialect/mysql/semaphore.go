@@ -1,0 +1,61 @@
+package mysql
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/dblockhq/dblock/internal/dialect"
+)
+
+// withKeys fills {keys} with n placeholders.
+func withKeys(query string, n int) string {
+	return strings.Replace(query, "{keys}", dialect.Placeholders("?", n), 1)
+}
+
+// keyArgs appends keys to args.
+func keyArgs(args []any, keys []string) []any {
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	return args
+}
+
+// TakeAny implements dialect.Dialect: the take, then a read of which row
+// it took (the memo is the acquisition's own).
+func (m *mysqlDialect) TakeAny(ctx context.Context, q dialect.Querier, keys []string, owner string, ttl time.Duration) (string, int64, bool, error) {
+	res, err := q.ExecContext(ctx, withKeys(m.takeAnySQL, len(keys)), keyArgs([]any{owner, ttl.Milliseconds()}, keys)...)
+	if err != nil {
+		return "", 0, false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return "", 0, false, err
+	}
+	token, err := res.LastInsertId()
+	if err != nil {
+		return "", 0, false, err
+	}
+	var key string
+	err = q.QueryRowContext(ctx, withKeys(m.takenAnySQL, len(keys)), append(keyArgs(nil, keys), owner, token)...).Scan(&key)
+	return key, token, err == nil, err
+}
+
+// Ensure implements dialect.Dialect, one insert per missing row.
+func (m *mysqlDialect) Ensure(ctx context.Context, q dialect.Querier, keys []string) (int, error) {
+	rows, err := q.QueryContext(ctx, withKeys(m.existingSQL, len(keys)), keyArgs(nil, keys)...)
+	if err != nil {
+		return 0, err
+	}
+	present, err := dialect.ScanStrings(rows)
+	if err != nil {
+		return 0, err
+	}
+	created := 0
+	for _, k := range dialect.Absent(keys, present) {
+		if _, err := q.ExecContext(ctx, m.ensureSQL, k); err != nil {
+			return created, err
+		}
+		created++
+	}
+	return created, nil
+}

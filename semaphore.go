@@ -1,0 +1,187 @@
+package dblock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/dblockhq/dblock/internal/dialect"
+)
+
+// MaxPermits bounds a Semaphore's permits.
+const MaxPermits = 1000
+
+// semaphorePrefix names a semaphore's permit keys: semaphore/<name>/<i>.
+const semaphorePrefix = "semaphore/"
+
+// Semaphore hands out at most a fixed number of permits at a time, across
+// processes. Each permit is a row lock of its own (the key
+// semaphore/<name>/<i>): leased, renewed by the Locker's heartbeat, fenced
+// by a token, and freed one lease after a holder crashes. It is safe for
+// concurrent use.
+//
+// Callers that disagree on permits each take among their own first permits
+// rows: at most the largest number in use hold permits at once, and a
+// caller with fewer permits waits while its rows are taken.
+type Semaphore struct {
+	l    *Locker
+	name string
+	keys []string
+	turn chan struct{} // held by the one goroutine of this Semaphore that polls
+	kick chan struct{} // a permit was released here: poll at once
+}
+
+// NewSemaphore returns the semaphore called name with permits permits (1 to
+// MaxPermits) on l's table. name follows the rules of a key, with room for
+// the prefix and the permit number. It sends no query.
+func NewSemaphore(l *Locker, name string, permits int) (*Semaphore, error) {
+	if err := l.usable(); err != nil {
+		return nil, err
+	}
+	if permits < 1 || permits > MaxPermits {
+		return nil, fmt.Errorf("%w: %d permits, want 1 to %d", ErrInvalidOption, permits, MaxPermits)
+	}
+	if name == "" {
+		return nil, fmt.Errorf("%w: empty semaphore name", ErrInvalidKey)
+	}
+	s := &Semaphore{l: l, name: name, turn: make(chan struct{}, 1), kick: make(chan struct{}, 1)}
+	for i := range permits {
+		key := semaphorePrefix + name + "/" + strconv.Itoa(i)
+		if err := ValidateKey(key); err != nil {
+			return nil, fmt.Errorf("semaphore name %q: %w", name, err)
+		}
+		s.keys = append(s.keys, key)
+	}
+	return s, nil
+}
+
+// Permits returns the number of permits.
+func (s *Semaphore) Permits() int { return len(s.keys) }
+
+// TryAcquire takes a free permit, or returns an error wrapping ErrLocked at
+// once when none is free. A permit is taken by one statement on
+// PostgreSQL and SQLite, two on MySQL (the take and a read of which
+// permit it was).
+func (s *Semaphore) TryAcquire(ctx context.Context) (*Permit, error) {
+	if err := s.l.usable(); err != nil {
+		return nil, err
+	}
+	ctx, stop := s.l.closable(ctx)
+	defer stop()
+	p, err := s.try(ctx)
+	return p, closedErr(ctx, err)
+}
+
+// Acquire takes a permit, waiting while none is free, until ctx ends; the
+// error then wraps ctx.Err(). One goroutine per Semaphore value polls the
+// database, with the Locker's backoff (WithRetry); the others wait their
+// turn, and a release through this Semaphore wakes the poller at once.
+// Transient database errors are ridden out as by Lock.
+func (s *Semaphore) Acquire(ctx context.Context) (*Permit, error) {
+	if err := s.l.usable(); err != nil {
+		return nil, err
+	}
+	ctx, stop := s.l.closable(ctx)
+	defer stop()
+	select {
+	case s.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, closedErr(ctx, waitEnded(ctx, s.name, nil))
+	}
+	defer func() { <-s.turn }()
+	b := s.l.waitBackoff(s.l.cfg.ttl)
+	var lastErr error
+	for {
+		p, err := s.try(ctx)
+		if err == nil {
+			return p, nil
+		}
+		if !errors.Is(err, ErrLocked) && !s.l.rideOut(ctx, s.name, err, &lastErr) {
+			return nil, closedErr(ctx, err)
+		}
+		t := time.NewTimer(b.Next())
+		select {
+		case <-t.C:
+		case <-s.kick:
+			t.Stop()
+		case <-ctx.Done():
+			t.Stop()
+			return nil, closedErr(ctx, waitEnded(ctx, s.name, lastErr))
+		}
+	}
+}
+
+// try makes one attempt. The statement runs to its end even if ctx ends
+// meanwhile, so that a permit it took is known and released again rather
+// than left held for a lease.
+func (s *Semaphore) try(ctx context.Context) (*Permit, error) {
+	l := s.l
+	lc := lockConfig{owner: newOwner(), ttl: l.cfg.ttl}
+	for attempt := 0; ; attempt++ {
+		start := time.Now()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		key, token, ok, err := l.d.TakeAny(sctx, l.q, s.keys, lc.owner, lc.ttl)
+		if err == nil && !ok && attempt == 0 {
+			// Rows released and then reaped are missing: create them, once
+			// per attempt, and try again.
+			var created int
+			if created, err = l.d.Ensure(sctx, l.q, s.keys); err == nil && created > 0 {
+				cancel()
+				continue
+			}
+		}
+		cancel()
+		if err != nil {
+			if l.d.Classify(err) == dialect.RolledBack && attempt < maxRollbackRetries && ctx.Err() == nil {
+				continue
+			}
+			return nil, l.wrapErr("acquire a permit of", s.name, err)
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w: semaphore %q: all %d permits held", ErrLocked, s.name, len(s.keys))
+		}
+		lk := l.newLock(key, lc, token, start)
+		if !l.register(lk) {
+			_ = lk.release(ctx, ErrClosed)
+			return nil, ErrClosed
+		}
+		if ctx.Err() != nil { // the caller left while the statement ran
+			_ = lk.Unlock(ctx)
+			return nil, ctxErr(ctx)
+		}
+		return &Permit{s: s, lk: lk}, nil
+	}
+}
+
+// Permit is one permit of a Semaphore, held until Release, until its
+// Locker closes, or until it is lost (Done closes, Err says why), as a Lock.
+type Permit struct {
+	s  *Semaphore
+	lk *Lock
+}
+
+// Token returns the permit's fencing token, larger than that of every
+// earlier holder of the same permit row.
+func (p *Permit) Token() int64 { return p.lk.Token() }
+
+// Key returns the permit's key, semaphore/<name>/<i>.
+func (p *Permit) Key() string { return p.lk.Key() }
+
+// Done is closed when the permit ends.
+func (p *Permit) Done() <-chan struct{} { return p.lk.Done() }
+
+// Err returns nil while the permit is held, else why it ended, as Lock.Err.
+func (p *Permit) Err() error { return p.lk.Err() }
+
+// Release gives the permit back, as Lock.Unlock, and wakes this
+// Semaphore's waiter.
+func (p *Permit) Release(ctx context.Context) error {
+	err := p.lk.Unlock(ctx)
+	select {
+	case p.s.kick <- struct{}{}:
+	default:
+	}
+	return err
+}
