@@ -88,14 +88,34 @@ func NewElection(l *Locker, name string, opts ...ElectionOption) (*Election, err
 	return &Election{l: l, name: name, key: key, cfg: cfg}, nil
 }
 
+// errNoElection is the error of a nil Election, or one not from
+// NewElection.
+var errNoElection = fmt.Errorf("%w: not an Election from NewElection", ErrInvalidOption)
+
+// usable reports whether e came from NewElection on a usable Locker.
+func (e *Election) usable() error {
+	if e == nil || e.l == nil {
+		return errNoElection
+	}
+	return e.l.usable()
+}
+
 // Name returns the election's name.
-func (e *Election) Name() string { return e.name }
+func (e *Election) Name() string {
+	if e == nil {
+		return ""
+	}
+	return e.name
+}
 
 // Campaign waits until this caller leads, then returns its Term with value
 // as the leader's value (at most MaxDataLen bytes). It waits as Lock does:
 // woken at once on PostgreSQL, by polling with backoff elsewhere, until ctx
 // ends.
 func (e *Election) Campaign(ctx context.Context, value []byte) (*Term, error) {
+	if err := e.usable(); err != nil {
+		return nil, err
+	}
 	opts := []LockOption{Data(value)}
 	if e.cfg.ttl > 0 {
 		opts = append(opts, TTL(e.cfg.ttl))
@@ -110,6 +130,9 @@ func (e *Election) Campaign(ctx context.Context, value []byte) (*Term, error) {
 // Leader returns the current leader, read from the database; an error
 // wrapping ErrNoLeader when there is none.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
+	if err := e.usable(); err != nil {
+		return Leader{}, err
+	}
 	info, err := e.l.Get(ctx, e.key)
 	if errors.Is(err, ErrNotHeld) {
 		return Leader{}, fmt.Errorf("%w: election %q", ErrNoLeader, e.name)
@@ -128,7 +151,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // the reads, never misses the latest state.
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	ch := make(chan Leader)
-	if !e.l.spawn(func() { e.observe(ctx, ch) }) {
+	if e.usable() != nil || !e.l.spawn(func() { e.observe(ctx, ch) }) {
 		close(ch)
 	}
 	return ch
@@ -178,16 +201,25 @@ type Term struct {
 	lk *Lock
 }
 
+// lock is the term's lock; nil for a nil or zero Term, whose methods then
+// act as a nil Lock's.
+func (t *Term) lock() *Lock {
+	if t == nil {
+		return nil
+	}
+	return t.lk
+}
+
 // Token returns the term's fencing token, larger than every earlier
 // term's: pass it to what the leader writes, so a stale leader is refused.
-func (t *Term) Token() int64 { return t.lk.Token() }
+func (t *Term) Token() int64 { return t.lock().Token() }
 
 // Done is closed when the term ends.
-func (t *Term) Done() <-chan struct{} { return t.lk.Done() }
+func (t *Term) Done() <-chan struct{} { return t.lock().Done() }
 
 // Err returns nil while this caller leads, else why the term ended, as
 // Lock.Err.
-func (t *Term) Err() error { return t.lk.Err() }
+func (t *Term) Err() error { return t.lock().Err() }
 
 // Proclaim replaces the leader's value without a new election; an error
 // wrapping ErrNotHeld when the term has ended.
@@ -195,6 +227,9 @@ func (t *Term) Proclaim(ctx context.Context, value []byte) error {
 	lc := lockConfig{}
 	if err := Data(value)(&lc); err != nil {
 		return err
+	}
+	if t == nil || t.e == nil || t.lk == nil {
+		return errNoLock
 	}
 	if err := t.lk.Err(); err != nil {
 		return fmt.Errorf("%w: election %q: %w", ErrNotHeld, t.e.name, err)
@@ -211,7 +246,7 @@ func (t *Term) Proclaim(ctx context.Context, value []byte) error {
 }
 
 // Resign ends the term and frees the election for the next campaigner.
-func (t *Term) Resign(ctx context.Context) error { return t.lk.Unlock(ctx) }
+func (t *Term) Resign(ctx context.Context) error { return t.lock().Unlock(ctx) }
 
 // RunWhileLeader campaigns in e with value and runs fn while this caller
 // leads; fn's context ends when the term does. When the term ends under
@@ -221,6 +256,9 @@ func (t *Term) Resign(ctx context.Context) error { return t.lk.Unlock(ctx) }
 func RunWhileLeader(ctx context.Context, e *Election, value []byte, fn func(ctx context.Context) error) error {
 	if fn == nil {
 		return fmt.Errorf("%w: nil function", ErrInvalidOption)
+	}
+	if err := e.usable(); err != nil {
+		return err
 	}
 	for {
 		term, err := e.Campaign(ctx, value)

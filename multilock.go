@@ -74,10 +74,21 @@ func (m *MultiLock) releaseTaken(ctx context.Context) {
 
 // Locks returns the lock of each key, sorted by key: each has its own
 // fencing token.
-func (m *MultiLock) Locks() []*Lock { return slices.Clone(m.locks) }
+func (m *MultiLock) Locks() []*Lock {
+	if m == nil {
+		return nil
+	}
+	return slices.Clone(m.locks)
+}
+
+// held reports whether m came from LockAll or TryLockAll.
+func (m *MultiLock) held() bool { return m != nil && m.ctx != nil }
 
 // Token returns the fencing token of key, or 0 when key is not held here.
 func (m *MultiLock) Token(key string) int64 {
+	if !m.held() {
+		return 0
+	}
 	for _, lk := range m.locks {
 		if lk.key == key {
 			return lk.token
@@ -87,12 +98,20 @@ func (m *MultiLock) Token(key string) int64 {
 }
 
 // Done is closed as soon as any of the keys is no longer held.
-func (m *MultiLock) Done() <-chan struct{} { return m.ctx.Done() }
+func (m *MultiLock) Done() <-chan struct{} {
+	if !m.held() {
+		return closedChan
+	}
+	return m.ctx.Done()
+}
 
 // Err returns nil while every key is held; otherwise the first key to end
 // and why, wrapping that lock's Err (ErrReleased, ErrLockLost...). A lock
 // whose lease lapsed unseen is found here too, as by Lock.Err.
 func (m *MultiLock) Err() error {
+	if !m.held() {
+		return errNoLock
+	}
 	for _, lk := range m.locks {
 		_ = lk.Err() // ends a lock whose local deadline passed
 	}
@@ -102,6 +121,9 @@ func (m *MultiLock) Err() error {
 // Unlock releases every key, in reverse order, and returns the errors of
 // those that were no longer held (each wrapping ErrNotHeld), joined.
 func (m *MultiLock) Unlock(ctx context.Context) error {
+	if !m.held() {
+		return errNoLock
+	}
 	var errs []error
 	for _, lk := range slices.Backward(m.locks) {
 		if err := lk.Unlock(ctx); err != nil {

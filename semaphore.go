@@ -57,15 +57,32 @@ func NewSemaphore(l *Locker, name string, permits int) (*Semaphore, error) {
 	return s, nil
 }
 
+// errNoSemaphore is the error of a nil Semaphore, or one not from
+// NewSemaphore.
+var errNoSemaphore = fmt.Errorf("%w: not a Semaphore from NewSemaphore", ErrInvalidOption)
+
+// usable reports whether s came from NewSemaphore on a usable Locker.
+func (s *Semaphore) usable() error {
+	if s == nil || s.l == nil || len(s.keys) == 0 {
+		return errNoSemaphore
+	}
+	return s.l.usable()
+}
+
 // Permits returns the number of permits.
-func (s *Semaphore) Permits() int { return len(s.keys) }
+func (s *Semaphore) Permits() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.keys)
+}
 
 // TryAcquire takes a free permit, or returns an error wrapping ErrLocked at
 // once when none is free. A permit is taken by one statement on
 // PostgreSQL and SQLite, two on MySQL (the take and a read of which
 // permit it was).
 func (s *Semaphore) TryAcquire(ctx context.Context) (*Permit, error) {
-	if err := s.l.usable(); err != nil {
+	if err := s.usable(); err != nil {
 		return nil, err
 	}
 	ctx, stop := s.l.closable(ctx)
@@ -80,7 +97,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (*Permit, error) {
 // turn, and a release through this Semaphore wakes the poller at once.
 // Transient database errors are ridden out as by Lock.
 func (s *Semaphore) Acquire(ctx context.Context) (*Permit, error) {
-	if err := s.l.usable(); err != nil {
+	if err := s.usable(); err != nil {
 		return nil, err
 	}
 	ctx, stop := s.l.closable(ctx)
@@ -162,23 +179,35 @@ type Permit struct {
 	lk *Lock
 }
 
+// lock is the permit's lock; nil for a nil or zero Permit, whose methods
+// then act as a nil Lock's.
+func (p *Permit) lock() *Lock {
+	if p == nil {
+		return nil
+	}
+	return p.lk
+}
+
 // Token returns the permit's fencing token, larger than that of every
 // earlier holder of the same permit row.
-func (p *Permit) Token() int64 { return p.lk.Token() }
+func (p *Permit) Token() int64 { return p.lock().Token() }
 
 // Key returns the permit's key, semaphore/<name>/<i>.
-func (p *Permit) Key() string { return p.lk.Key() }
+func (p *Permit) Key() string { return p.lock().Key() }
 
 // Done is closed when the permit ends.
-func (p *Permit) Done() <-chan struct{} { return p.lk.Done() }
+func (p *Permit) Done() <-chan struct{} { return p.lock().Done() }
 
 // Err returns nil while the permit is held, else why it ended, as Lock.Err.
-func (p *Permit) Err() error { return p.lk.Err() }
+func (p *Permit) Err() error { return p.lock().Err() }
 
 // Release gives the permit back, as Lock.Unlock, and wakes this
 // Semaphore's waiter.
 func (p *Permit) Release(ctx context.Context) error {
-	err := p.lk.Unlock(ctx)
+	err := p.lock().Unlock(ctx)
+	if p == nil || p.s == nil {
+		return err
+	}
 	select {
 	case p.s.kick <- struct{}{}:
 	default:

@@ -35,7 +35,8 @@ func CheckZeroValues(t *testing.T, values map[string]any) {
 func actsOnLock(name string) bool {
 	switch name {
 	case "Unlock", "Lock", "TryLock", "Do", "LockTx", "TryLockTx", "Check", "Extend",
-		"Migrate", "List", "ForceUnlock", "Reap", "Singleton":
+		"Migrate", "List", "ForceUnlock", "Reap", "Singleton", "Get", "LockAll", "TryLockAll",
+		"Campaign", "Leader", "Proclaim", "Resign", "Acquire", "TryAcquire", "Release":
 		return true
 	}
 	return false
