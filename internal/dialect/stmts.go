@@ -19,6 +19,7 @@ type StmtCache struct {
 
 var _ Querier = (*StmtCache)(nil)
 
+// NewStmtCache returns an empty cache of statements prepared on db.
 func NewStmtCache(db *sql.DB) *StmtCache {
 	return &StmtCache{db: db, m: make(map[string]*sql.Stmt)}
 }
@@ -37,6 +38,7 @@ func (c *StmtCache) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	return s, nil
 }
 
+// ExecContext runs query through its prepared statement.
 func (c *StmtCache) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	s, err := c.stmt(ctx, query)
 	if err != nil {
@@ -45,6 +47,7 @@ func (c *StmtCache) ExecContext(ctx context.Context, query string, args ...any) 
 	return s.ExecContext(ctx, args...)
 }
 
+// QueryContext runs query through its prepared statement.
 func (c *StmtCache) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	s, err := c.stmt(ctx, query)
 	if err != nil {
@@ -106,6 +109,7 @@ type txStmts struct {
 	tx *sql.Tx
 }
 
+// ExecContext runs query's prepared statement inside the transaction.
 func (t txStmts) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	s, err := t.c.stmt(ctx, query)
 	if err != nil {
@@ -114,6 +118,7 @@ func (t txStmts) ExecContext(ctx context.Context, query string, args ...any) (sq
 	return t.tx.StmtContext(ctx, s).ExecContext(ctx, args...)
 }
 
+// QueryContext runs query's prepared statement inside the transaction.
 func (t txStmts) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	s, err := t.c.stmt(ctx, query)
 	if err != nil {
@@ -122,6 +127,7 @@ func (t txStmts) QueryContext(ctx context.Context, query string, args ...any) (*
 	return t.tx.StmtContext(ctx, s).QueryContext(ctx, args...)
 }
 
+// QueryRowContext runs query's prepared statement inside the transaction.
 func (t txStmts) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	s, err := t.c.stmt(ctx, query)
 	if err != nil {
