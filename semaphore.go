@@ -165,7 +165,9 @@ func (s *Semaphore) try(ctx context.Context) (*Permit, error) {
 			return nil, ErrClosed
 		}
 		if ctx.Err() != nil { // the caller left while the statement ran
-			_ = lk.Unlock(ctx)
+			if err := lk.Unlock(ctx); err != nil {
+				l.log.Warn("dblock: releasing a permit taken after its caller left failed; it ends with its lease", "key", key, "err", err)
+			}
 			return nil, ctxErr(ctx)
 		}
 		return &Permit{s: s, lk: lk}, nil

@@ -29,12 +29,12 @@ ORDER BY key_id`))
 
 // Get implements dialect.Dialect.
 func (s *sqliteDialect) Get(ctx context.Context, q dialect.Querier, key string) (dialect.Info, bool, error) {
-	return dialect.ScanOne(q.QueryRowContext(ctx, queries.Get("get", s.adminReplacer()), key))
+	return dialect.ScanOne(q.QueryRowContext(ctx, s.getSQL, key))
 }
 
 // SetData implements dialect.Dialect.
 func (s *sqliteDialect) SetData(ctx context.Context, q dialect.Querier, key, owner string, token int64, data []byte) (bool, error) {
-	return dialect.ExecOne(ctx, q, queries.Get("setData", s.adminReplacer()), key, owner, token, data)
+	return dialect.ExecOne(ctx, q, s.setDataSQL, key, owner, token, data)
 }
 
 // ForceRelease releases the live row in place if it is still the
@@ -42,7 +42,7 @@ func (s *sqliteDialect) SetData(ctx context.Context, q dialect.Querier, key, own
 // was, and q may be a pool, where no transaction spans two calls.
 func (s *sqliteDialect) ForceRelease(ctx context.Context, q dialect.Querier, key string) (dialect.Info, bool, error) {
 	r := s.adminReplacer()
-	return dialect.ReleaseIfUnchanged(ctx, q, key, queries.Get("get", r),
+	return dialect.ReleaseIfUnchanged(ctx, q, key, s.getSQL,
 		r.Replace(`UPDATE {t} SET depth = 0, memo = '', lease_ms = 0, update_time = {now}
 WHERE key_id = ?1 AND memo = ?2 AND token = ?3 AND depth = ?4 AND NOT ({expired})`))
 }

@@ -47,6 +47,7 @@ type sqliteDialect struct {
 	renewSQL, reapSQL      string
 	takeAnySQL, ensureSQL  string
 	existingSQL            string
+	getSQL, setDataSQL     string
 	versionDDL             string
 }
 
@@ -80,6 +81,8 @@ func New(cfg dialect.Config) dialect.Dialect {
 	s.takeAnySQL = queries.Get("takeAny", r)
 	s.existingSQL = queries.Get("existing", r)
 	s.ensureSQL = queries.Get("ensure", r)
+	s.getSQL = queries.Get("get", s.adminReplacer())
+	s.setDataSQL = queries.Get("setData", r)
 	s.versionDDL = `CREATE TABLE IF NOT EXISTS ` + s.Quote(table+"_version") + ` (
     version    INTEGER NOT NULL PRIMARY KEY,
     applied_at TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
