@@ -40,9 +40,10 @@ type Locker struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup // the heartbeat loop, the listener, and what spawn runs
 
-	id   string     // names this Locker in notifications
-	ev   events     // the listener (PostgreSQL)
-	fair contention // keys other Lockers want, or hold
+	id     string     // names this Locker in notifications
+	ev     events     // the listener (PostgreSQL)
+	fair   contention // keys other Lockers want, or hold
+	shared broadcast  // a shared key's row was released here (rwlock.go)
 
 	fifo *fifoQueue // tickets (WithFIFO); its statements serve Reap in any mode
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -108,6 +109,9 @@ func (l *Locker) unpin(key string, wake bool) {
 	l.mu.Unlock()
 	if wake {
 		l.waits.wakeHead(key)
+	}
+	if strings.HasPrefix(key, rwPrefix) {
+		l.shared.notify()
 	}
 }
 

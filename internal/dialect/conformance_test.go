@@ -53,6 +53,7 @@ func TestConformance(t *testing.T) {
 			{"tx", confTx},
 			{"data", confData},
 			{"takeAny", confTakeAny},
+			{"heldAny", confHeldAny},
 			{"classify", confClassify},
 		} {
 			t.Run(c.name, func(t *testing.T) {
@@ -361,6 +362,33 @@ func confTakeAny(t *testing.T, c conf) {
 	key, token, ok, err := c.d.TakeAny(c.ctx, c.db, keys, "d", time.Hour)
 	if err != nil || !ok || key != keys[1] || token <= taken[keys[1]] {
 		t.Errorf("TakeAny after a release = %q %d %v %v; want %q above %d", key, token, ok, err, keys[1], taken[keys[1]])
+	}
+}
+
+func confHeldAny(t *testing.T, c conf) {
+	keys := []string{c.key + "0", c.key + "1", c.key + "2"}
+	heldAny := func(owner string) bool {
+		t.Helper()
+		held, err := c.d.HeldAny(c.ctx, c.db, keys, owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return held
+	}
+	if heldAny("b") {
+		t.Fatal("HeldAny with no rows = true")
+	}
+	token := c.upsert(t, keys[1], "a")
+	if !heldAny("b") || heldAny("a") {
+		t.Errorf("HeldAny with %q held by a: for b %v, for a %v; want true, false", keys[1], heldAny("b"), heldAny("a"))
+	}
+	c.release(t, keys[1], "a", token)
+	if heldAny("b") {
+		t.Errorf("HeldAny after the release = true")
+	}
+	c.upsert(t, keys[2], "c")
+	if !heldAny("a") {
+		t.Errorf("HeldAny with %q held by c = false", keys[2])
 	}
 }
 

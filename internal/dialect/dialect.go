@@ -104,6 +104,9 @@ type Dialect interface {
 	// Held reports, without writing or locking anything, whether an owner
 	// other than owner holds key.
 	Held(ctx context.Context, q Querier, key, owner string) (bool, error)
+	// HeldAny is Held for several keys: whether an owner other than owner
+	// holds any of them, in one read.
+	HeldAny(ctx context.Context, q Querier, keys []string, owner string) (bool, error)
 	// Handoff passes the acquisition (key, owner, token), held at depth 1,
 	// to owner to with a fresh token, lease ttl and value data, in one
 	// statement.

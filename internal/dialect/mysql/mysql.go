@@ -32,6 +32,7 @@ type mysqlDialect struct {
 	acquireSQL, releaseSQL  string
 	takeSQL, releaseLastSQL string
 	handoffSQL, heldSQL     string
+	heldAnySQL              string
 	renewLockSQL, renewSQL  string
 	renewCheckSQL           string
 	reapFenceSQL, reapScan  string
@@ -68,6 +69,7 @@ func New(cfg dialect.Config) dialect.Dialect {
 	m.releaseSQL = queries.Get("release", r)
 	m.releaseLastSQL = queries.Get("releaseLast", r)
 	m.heldSQL = queries.Get("held", r)
+	m.heldAnySQL = queries.Get("heldAny", r)
 	m.handoffSQL = queries.Get("handoff", r)
 	m.renewLockSQL = queries.Get("renewLock", r)
 	m.renewSQL = queries.Get("renew", r)

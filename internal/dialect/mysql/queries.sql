@@ -64,6 +64,9 @@ WHERE key_id = ? AND memo = ? AND token = ? AND depth = 1 AND NOT ({expired})
 -- name: held
 SELECT 1 FROM {t} WHERE key_id = ? AND memo <> ? AND depth > 0 AND NOT ({expired})
 
+-- name: heldAny
+SELECT 1 FROM {t} WHERE key_id IN ({keys}) AND memo <> ? AND depth > 0 AND NOT ({expired}) LIMIT 1
+
 -- name: handoff
 -- The handover reports its token through LAST_INSERT_ID(expr), as the
 -- acquire does; the WHERE clause is evaluated before any assignment.

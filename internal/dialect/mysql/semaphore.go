@@ -59,3 +59,8 @@ func (m *mysqlDialect) Ensure(ctx context.Context, q dialect.Querier, keys []str
 	}
 	return created, nil
 }
+
+// HeldAny implements dialect.Dialect.
+func (m *mysqlDialect) HeldAny(ctx context.Context, q dialect.Querier, keys []string, owner string) (bool, error) {
+	return dialect.ScanHeld(q.QueryRowContext(ctx, withKeys(m.heldAnySQL, len(keys)), append(keyArgs(nil, keys), owner)...))
+}

@@ -80,6 +80,9 @@ RETURNING l.key_id
 -- name: held
 SELECT 1 FROM {t} AS l WHERE l.key_id = $1 AND l.memo <> $2 AND l.depth > 0 AND NOT ({expired})
 
+-- name: heldAny
+SELECT 1 FROM {t} AS l WHERE l.key_id = ANY($1::text[]) AND l.memo <> $2 AND l.depth > 0 AND NOT ({expired}) LIMIT 1
+
 -- name: handoff
 -- The handover draws its token after the row lock is held (SET runs on
 -- the locked row), so it needs no reap fence: it never inserts.

@@ -30,3 +30,8 @@ func (p *postgres) Ensure(ctx context.Context, q dialect.Querier, keys []string)
 	n, err := res.RowsAffected()
 	return int(n), err
 }
+
+// HeldAny implements dialect.Dialect.
+func (p *postgres) HeldAny(ctx context.Context, q dialect.Querier, keys []string, owner string) (bool, error) {
+	return dialect.ScanHeld(q.QueryRowContext(ctx, p.heldAnySQL, keys, owner))
+}

@@ -48,3 +48,12 @@ func execCount(ctx context.Context, q dialect.Querier, query string, args ...any
 	n, err := res.RowsAffected()
 	return int(n), err
 }
+
+// HeldAny implements dialect.Dialect.
+func (s *sqliteDialect) HeldAny(ctx context.Context, q dialect.Querier, keys []string, owner string) (bool, error) {
+	arg, err := json.Marshal(keys)
+	if err != nil {
+		return false, err
+	}
+	return dialect.ScanHeld(q.QueryRowContext(ctx, s.heldAnySQL, string(arg), owner))
+}
