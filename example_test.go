@@ -356,3 +356,43 @@ func ExampleSemaphore() {
 	}
 	// Output: third holder: true
 }
+
+// Shared locks: many readers at once, or one writer.
+func ExampleLocker_RLock() {
+	db := exampleDB()
+	defer db.Close()
+	locker, err := dblock.New(db, dblock.WithTable("example_locks"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+	ctx := context.Background()
+
+	r1, err := locker.RLock(ctx, "example:price-list") // waits while a writer holds it
+	if err != nil {
+		log.Fatal(err)
+	}
+	r2, err := locker.TryRLock(ctx, "example:price-list")
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = locker.TryWLock(ctx, "example:price-list")
+	fmt.Println("writer while two read:", errors.Is(err, dblock.ErrLocked))
+	for _, r := range []*dblock.Lock{r1, r2} {
+		if err := r.Unlock(ctx); err != nil {
+			log.Fatal(err)
+		}
+	}
+	w, err := locker.WLock(ctx, "example:price-list") // waits for readers and writers
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = locker.TryRLock(ctx, "example:price-list")
+	fmt.Println("reader while one writes:", errors.Is(err, dblock.ErrLocked))
+	if err := w.Unlock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// writer while two read: true
+	// reader while one writes: true
+}

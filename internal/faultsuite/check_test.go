@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -36,11 +38,12 @@ func (r *run) check() {
 	if len(byKey[electionKey]) == 0 {
 		t.Errorf("no live term of the election %s was recorded", electionKey)
 	}
-	for _, k := range permitKeys() {
-		if len(byKey[k]) == 0 {
+	for i := range semaphorePermits {
+		if k := semaphoreKey + "/" + strconv.Itoa(i); len(byKey[k]) == 0 {
 			t.Errorf("no live hold of the semaphore permit %s was recorded", k)
 		}
 	}
+	mixed := r.checkShared(byKey)
 	t.Logf("%s: live holds per key: %v", r.d, func() map[string]int {
 		n := map[string]int{}
 		for k, list := range byKey {
@@ -87,11 +90,11 @@ func (r *run) check() {
 		p50, worst = r.takeovers[n/2], r.takeovers[n-1]
 	}
 	t.Logf("%s: %d acquisitions in %v (%d processes x %d holders, %d keys); faults: sigkill=%d cut=%d stall=%d terminate=%d (%d sessions ended); "+
-		"holds: live=%d lost=%d failed-writes=%d; overlaps=%d stale-tokens-rejected=%d rejected-while-held=%d token-order=%d; "+
+		"holds: live=%d lost=%d failed-writes=%d; overlaps=%d reader-writer-overlaps=%d stale-tokens-rejected=%d rejected-while-held=%d token-order=%d; "+
 		"takeovers after sigkill=%d p50=%v max=%v (bound %v)",
 		r.d, r.counts["acq"], time.Since(r.start).Round(time.Millisecond), r.sz.procs, r.sz.holders, len(r.spec.Keys),
 		r.faults["sigkill"], r.faults["cut"], r.faults["stall"], r.faults["terminate"], r.terminated,
-		r.counts["ok"], r.counts["lost"], r.counts["fail"], overlaps, r.counts["rej"], r.counts["rejlive"], disorder,
+		r.counts["ok"], r.counts["lost"], r.counts["fail"], overlaps, mixed, r.counts["rej"], r.counts["rejlive"], disorder,
 		len(r.takeovers), p50.Round(time.Millisecond), worst.Round(time.Millisecond), takeoverBound)
 	for _, s := range r.samples {
 		t.Logf("failed write (expected under faults): %s", s)
@@ -146,4 +149,41 @@ func (r *run) read() ([]interval, map[string]int64) {
 		r.t.Fatal(err)
 	}
 	return ivs, guards
+}
+
+// checkShared asserts that no reader of the shared lock held it while a
+// writer did, and that readers did share it; it returns the number of
+// reader-writer overlaps.
+func (r *run) checkShared(byKey map[string][]interval) int {
+	t := r.t
+	writers := byKey[sharedWriter]
+	var readers []interval
+	for key, list := range byKey {
+		if strings.HasPrefix(key, sharedReaders) {
+			readers = append(readers, list...)
+		}
+	}
+	if len(writers) == 0 || len(readers) == 0 {
+		t.Errorf("the shared lock had %d live writer holds and %d live reader holds; want some of each", len(writers), len(readers))
+	}
+	overlap := func(a, b interval) bool { return a.start.Before(b.end.Time) && b.start.Before(a.end.Time) }
+	mixed, shared := 0, 0
+	for _, w := range writers {
+		for _, rd := range readers {
+			if overlap(w, rd) {
+				mixed++
+				t.Errorf("a reader with a writer: %s token %d (%s) held %v..%v, writer token %d (%s) %v..%v",
+					rd.key, rd.tok, rd.worker, rd.start, rd.end.Time, w.tok, w.worker, w.start, w.end.Time)
+			}
+		}
+	}
+	for i, a := range readers {
+		for _, b := range readers[i+1:] {
+			if overlap(a, b) {
+				shared++
+			}
+		}
+	}
+	t.Logf("%s: shared lock: %d writer holds, %d reader holds, %d pairs of readers inside together", r.d, len(writers), len(readers), shared)
+	return mixed
 }

@@ -90,7 +90,7 @@ func newRun(t *testing.T, d dblock.Dialect, sz size, base int64) *run {
 	}
 	// One key is an election's: its holders campaign, lead and resign
 	// through dblock.Election, under the same checks.
-	spec.Keys = append(spec.Keys, electionKey, semaphoreKey)
+	spec.Keys = append(spec.Keys, electionKey, semaphoreKey, sharedKey)
 	q := sqlFor(d, spec.Table, spec.Guard, spec.Intervals)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -106,7 +106,7 @@ func newRun(t *testing.T, d dblock.Dialect, sz size, base int64) *run {
 			t.Fatalf("%s: %v", s, err)
 		}
 	}
-	for _, k := range append(slices.Clone(spec.Keys), permitKeys()...) {
+	for _, k := range append(slices.Clone(spec.Keys), rowKeys()...) {
 		if _, err := db.ExecContext(ctx, q.seedGuard, k); err != nil {
 			t.Fatal(err)
 		}

@@ -35,9 +35,9 @@ func (r *run) pollTakeovers() {
 		if free && k.freeAt.IsZero() {
 			k.freeAt = now
 		}
-		// A permit need not be taken again (another permit may serve every
-		// taker): for it, being free again is the takeover.
-		if tok != k.tok || free && strings.HasPrefix(key, semaphoreKey+"/") {
+		// A permit or a reader's slot need not be taken again (another may
+		// serve every taker): for it, being free again is the takeover.
+		if tok != k.tok || free && (strings.HasPrefix(key, semaphoreKey+"/") || strings.HasPrefix(key, sharedReaders)) {
 			r.taken(key, now)
 		}
 	}

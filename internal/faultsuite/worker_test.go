@@ -161,11 +161,27 @@ const (
 	semaphorePermits = 2
 )
 
-// permitKeys are the keys of the semaphore's permits.
-func permitKeys() []string {
+// sharedKey names the suite's shared lock among the keys a holder picks:
+// a holder takes it as a reader (RLock) or a writer (WLock). Each row
+// (sharedWriter, or one of the readers' slots sharedReaders + "<i>") is
+// checked as any key, and no reader's hold may overlap a writer's.
+const (
+	sharedKey     = "shared/" + sharedName
+	sharedName    = "doc"
+	sharedWriter  = "rw/" + sharedName + "/w"
+	sharedReaders = "rw/" + sharedName + "/r/"
+)
+
+// rowKeys are the keys of the rows behind the semaphore and the shared
+// lock.
+func rowKeys() []string {
 	var keys []string
 	for i := range semaphorePermits {
 		keys = append(keys, semaphoreKey+"/"+strconv.Itoa(i))
+	}
+	keys = append(keys, sharedWriter)
+	for i := range dblock.MaxReaders {
+		keys = append(keys, sharedReaders+strconv.Itoa(i))
 	}
 	return keys
 }
@@ -176,11 +192,22 @@ type hold interface {
 	Err() error
 }
 
-// take takes key: a Lock, a Term of the election for electionKey, or a
-// permit of the semaphore for semaphoreKey (whose own key it returns). The
-// returned function ends the hold.
-func (w *worker) take(ctx context.Context, key string) (string, hold, func(context.Context) error, error) {
+// take takes key: a Lock, a Term of the election for electionKey, a
+// permit of the semaphore for semaphoreKey, or the shared lock of sharedKey
+// as a reader or, one time in three, a writer (for these two, the key of the
+// row it holds is returned). The returned function ends the hold.
+func (w *worker) take(ctx context.Context, key string, rng *rand.Rand) (string, hold, func(context.Context) error, error) {
 	switch key {
+	case sharedKey:
+		take := w.l.RLock
+		if rng.IntN(3) == 0 {
+			take = w.l.WLock
+		}
+		lk, err := take(ctx, sharedName)
+		if err != nil {
+			return "", nil, nil, err
+		}
+		return lk.Key(), lk, lk.Unlock, nil
 	case electionKey:
 		term, err := w.election.Campaign(ctx, []byte(w.spec.Name))
 		if err != nil {
@@ -207,7 +234,7 @@ func (w *worker) holdOnce(ctx context.Context, rng *rand.Rand) {
 	key := w.spec.Keys[rng.IntN(len(w.spec.Keys))]
 	lctx, cancel := context.WithTimeout(ctx, 3*ttl)
 	call := time.Now().UnixNano()
-	key, lk, unlock, err := w.take(lctx, key)
+	key, lk, unlock, err := w.take(lctx, key, rng)
 	ret := time.Now().UnixNano()
 	cancel()
 	if err != nil {
