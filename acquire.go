@@ -26,13 +26,16 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...LockOption) (*
 	}
 	ctx, stop := l.closable(ctx)
 	defer stop()
+	ctx, end := l.acquiring(ctx, key, false, &lc)
 	var lk *Lock
 	if l.cfg.fifo {
 		lk, _, err = l.tryFIFO(ctx, key, lc)
 	} else {
 		lk, err = l.try(ctx, key, lc)
 	}
-	return lk, closedErr(ctx, err)
+	err = closedErr(ctx, err)
+	end(lk, err)
+	return lk, err
 }
 
 // closable returns ctx, also cancelled (with ErrClosed) when the Locker is
@@ -83,8 +86,11 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...LockOption) (*Loc
 	}
 	ctx, stop := l.closable(ctx)
 	defer stop()
+	ctx, end := l.acquiring(ctx, key, true, &lc)
 	lk, err := l.lock(ctx, key, lc)
-	return lk, closedErr(ctx, err)
+	err = closedErr(ctx, err)
+	end(lk, err)
+	return lk, err
 }
 
 // lock is Lock after its checks.
@@ -175,7 +181,7 @@ func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context
 	if err != nil {
 		return err
 	}
-	return lockrun.Run(ctx, lk.ctx, fn, lk.Unlock)
+	return lockrun.Run(ctx, lk.ctx, l.observeDo(lk, fn), lk.Unlock)
 }
 
 func (l *Locker) lockConfig(key string, opts []LockOption) (lockConfig, error) {
@@ -209,6 +215,9 @@ func (l *Locker) try(ctx context.Context, key string, lc lockConfig) (*Lock, err
 	}
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
+		if lc.tries != nil {
+			*lc.tries++
+		}
 		token, ok, err := l.acquireSafe(ctx, key, lc)
 		if err != nil {
 			if l.d.Classify(err) == dialect.RolledBack && attempt < maxRollbackRetries && ctx.Err() == nil {

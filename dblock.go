@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dblockhq/dblock/internal/acquire"
@@ -45,6 +46,10 @@ type Locker struct {
 	fair   contention // keys other Lockers want, or hold
 	shared broadcast  // a shared key's row was released here (rwlock.go)
 
+	obs         Observer     // WithObserver; nil: none
+	waiting     atomic.Int64 // calls waiting for a key, for Stats
+	doneWaiting func(acquired, error)
+
 	fifo *fifoQueue // tickets (WithFIFO); its statements serve Reap in any mode
 
 	closeOnce sync.Once
@@ -79,6 +84,8 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 		acq:      acquire.New(d, !c.noCombining, releaseTimeout),
 	}
 	l.q = l.stmts
+	l.obs = c.observer
+	l.doneWaiting = func(acquired, error) { l.waiting.Add(-1) }
 	l.hb.kick = make(chan struct{}, 1)
 	l.ev.ready = make(chan struct{})
 	if n := d.Notifier(); n != nil {

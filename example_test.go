@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"sync"
 	"time"
 
 	"github.com/dblockhq/dblock"
@@ -395,4 +396,59 @@ func ExampleLocker_RLock() {
 	// Output:
 	// writer while two read: true
 	// reader while one writes: true
+}
+
+// countingObserver counts acquisitions by result; embed NopObserver for the
+// rest.
+type countingObserver struct {
+	dblock.NopObserver
+	mu      sync.Mutex
+	results map[string]int
+}
+
+func (c *countingObserver) End(_ context.Context, op dblock.Op, e dblock.Event) {
+	if op != dblock.OpAcquire {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case e.Err == nil:
+		c.results["acquired"]++
+	case errors.Is(e.Err, dblock.ErrLocked):
+		c.results["locked"]++
+	default:
+		c.results["error"]++
+	}
+}
+
+// An Observer sees every acquisition, release, renewal and loss; package
+// github.com/dblockhq/dblock/otel is one that records OpenTelemetry
+// metrics and spans.
+func ExampleWithObserver() {
+	db := exampleDB()
+	defer db.Close()
+	obs := &countingObserver{results: map[string]int{}}
+	locker, err := dblock.New(db, dblock.WithTable("example_locks"), dblock.WithObserver(obs))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+	ctx := context.Background()
+
+	lk, err := locker.TryLock(ctx, "example:observed")
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = locker.TryLock(ctx, "example:observed") // refused: counted as locked
+	fmt.Println(errors.Is(err, dblock.ErrLocked), locker.Stats().Held)
+	if err := lk.Unlock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	obs.mu.Lock()
+	fmt.Println(obs.results["acquired"], obs.results["locked"])
+	obs.mu.Unlock()
+	// Output:
+	// true 1
+	// 1 1
 }

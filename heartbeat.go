@@ -227,6 +227,9 @@ func (l *Locker) renewChunk(ctx context.Context, chunk []*Lock) error {
 		(*hook)()
 	}
 	lost, busy, err := l.d.Renew(ctx, l.db, refs)
+	if l.obs != nil {
+		l.obs.Renewed(Renewal{Locks: len(refs), Lost: len(lost), Elapsed: time.Since(start), Err: err})
+	}
 	if err != nil {
 		// Try again soon; the deadline stays where the last success put it.
 		l.mu.Lock()

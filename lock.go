@@ -33,6 +33,7 @@ type Lock struct {
 	deadline time.Time     // local end of the lease: last renewal start + ttl - margin
 	nextBeat time.Time
 
+	taken     time.Time   // when the acquiring statement was sent
 	once      sync.Once   // ends the lock exactly once
 	maxHoldAt time.Time   // when MaxHold ends the lock; zero without one
 	maxHold   *time.Timer // set by register, stopped by unregister, under l.mu
@@ -46,7 +47,7 @@ func (l *Locker) newLock(key string, lc lockConfig, token int64, start time.Time
 	interval := time.Duration(float64(lc.ttl) * float64(l.cfg.heartbeat) / float64(l.cfg.ttl))
 	k := &Lock{
 		l: l, key: key, owner: lc.owner, token: token, ttl: lc.ttl, owned: lc.explicitOwner,
-		ctx: ctx, cancel: cancel,
+		ctx: ctx, cancel: cancel, taken: start,
 		interval: interval,
 		deadline: start.Add(lc.ttl - safetyMargin(lc.ttl)),
 		nextBeat: start.Add(interval),
@@ -172,6 +173,19 @@ func (k *Lock) Unlock(ctx context.Context) error {
 // counts as ours, so our waiters do not race our own release.
 func (k *Lock) release(ctx context.Context, cause error) error {
 	l := k.l
+	if l.obs != nil {
+		start := time.Now()
+		ctx = l.obs.Start(ctx, OpRelease, k.key)
+		err := k.releaseOnce(ctx, cause)
+		l.released(ctx, k, cause, start, err)
+		return err
+	}
+	return k.releaseOnce(ctx, cause)
+}
+
+// releaseOnce is release, unobserved.
+func (k *Lock) releaseOnce(ctx context.Context, cause error) error {
+	l := k.l
 	l.pin(k.key)
 	if !k.end(cause) {
 		l.unpin(k.key, false)
@@ -203,6 +217,7 @@ func (k *Lock) end(cause error) bool {
 		first = true
 		k.l.unregister(k)
 		k.cancel(cause)
+		k.l.lost(k, cause)
 	})
 	return first
 }
@@ -286,6 +301,7 @@ func (k *Lock) lose(cause error) {
 		k.l.unregister(k)
 		err := fmt.Errorf("%w: %q (token %d): %w", ErrLockLost, k.key, k.token, cause)
 		k.cancel(err)
+		k.l.lost(k, err)
 		k.l.waits.wakeHead(k.key) // it may be free: a waiter of ours may try
 		k.l.log.Warn("dblock: lock lost", "key", k.key, "token", k.token, "cause", cause)
 	})

@@ -97,9 +97,19 @@ func (l *Locker) lockTx(ctx context.Context, tx *sql.Tx, key string, opts []Lock
 	if err != nil {
 		return nil, err
 	}
+	ctx, end := l.acquiring(ctx, key, wait, nil)
+	var t *TxLock
 	if l.cfg.fifo {
-		return l.lockTxFIFO(ctx, tx, td, key, lc, wait)
+		t, err = l.lockTxFIFO(ctx, tx, td, key, lc, wait)
+	} else {
+		t, err = l.lockTxLoop(ctx, tx, td, key, wait)
 	}
+	end(t, err)
+	return t, err
+}
+
+// lockTxLoop takes key in tx, waiting for it if wait is set.
+func (l *Locker) lockTxLoop(ctx context.Context, tx *sql.Tx, td dialect.Tx, key string, wait bool) (*TxLock, error) {
 	var b *backoff
 	for {
 		if l.isClosed() {

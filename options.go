@@ -44,6 +44,8 @@ type config struct {
 	// lockerOnly names the options given that only a Locker uses; Migrate
 	// refuses them.
 	lockerOnly []string
+	// observer receives the Locker's events (WithObserver); nil: none.
+	observer Observer
 }
 
 func defaultConfig() config {
@@ -231,6 +233,7 @@ type lockConfig struct {
 	ttl           time.Duration
 	data          string        // Data; "": none (a string keeps lockConfig comparable)
 	maxHold       time.Duration // MaxHold; 0: none
+	tries         *int          // counts attempts for an Observer; nil: none
 }
 
 // Owner makes the acquisition reentrant under memo: a later call that passes

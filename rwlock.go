@@ -99,12 +99,33 @@ func (l *Locker) sharedConfig(key string, opts []LockOption) (sharedRows, lockCo
 }
 
 func (l *Locker) rlock(ctx context.Context, key string, opts []LockOption, wait bool) (*Lock, error) {
+	return l.takeShared(ctx, key, opts, wait, l.read)
+}
+
+func (l *Locker) wlock(ctx context.Context, key string, opts []LockOption, wait bool) (*Lock, error) {
+	return l.takeShared(ctx, key, opts, wait, l.write)
+}
+
+// takeShared takes a shared key's row through take (read or write).
+func (l *Locker) takeShared(ctx context.Context, key string, opts []LockOption, wait bool,
+	take func(context.Context, sharedRows, lockConfig, bool) (*Lock, error)) (*Lock, error) {
 	rows, lc, err := l.sharedConfig(key, opts)
 	if err != nil {
 		return nil, err
 	}
 	ctx, stop := l.closable(ctx)
 	defer stop()
+	ctx, end := l.acquiring(ctx, key, wait, &lc)
+	lk, err := take(ctx, rows, lc, wait)
+	err = closedErr(ctx, err)
+	end(lk, err)
+	return lk, err
+}
+
+// read takes a reader's slot of rows, waiting while a writer holds or waits
+// for the key if wait is set.
+func (l *Locker) read(ctx context.Context, rows sharedRows, lc lockConfig, wait bool) (*Lock, error) {
+	key := rows.key
 	b := l.waitBackoff(lc.ttl)
 	var lastErr error
 	for first := true; ; first = false {
@@ -126,10 +147,10 @@ func (l *Locker) rlock(ctx context.Context, key string, opts []LockOption, wait 
 			err = fmt.Errorf("%w: %q: a writer holds it or waits for it", ErrLocked, key)
 		}
 		if !wait || !errors.Is(err, ErrLocked) && !l.rideOut(ctx, key, err, &lastErr) {
-			return nil, closedErr(ctx, err)
+			return nil, err
 		}
 		if err := l.pauseShared(ctx, key, b, changed, lastErr); err != nil {
-			return nil, closedErr(ctx, err)
+			return nil, err
 		}
 	}
 }
@@ -161,14 +182,12 @@ func (l *Locker) tryRead(ctx context.Context, rows sharedRows, lc lockConfig) (*
 	return nil, fmt.Errorf("%w: %q: all %d reader slots held", ErrLocked, rows.key, MaxReaders)
 }
 
-func (l *Locker) wlock(ctx context.Context, key string, opts []LockOption, wait bool) (*Lock, error) {
-	rows, lc, err := l.sharedConfig(key, opts)
-	if err != nil {
-		return nil, err
-	}
-	ctx, stop := l.closable(ctx)
-	defer stop()
+// write takes the writer's row of rows and then waits for the readers to
+// leave, if wait is set.
+func (l *Locker) write(ctx context.Context, rows sharedRows, lc lockConfig, wait bool) (*Lock, error) {
+	key := rows.key
 	var lk *Lock
+	var err error
 	switch {
 	case wait:
 		lk, err = l.lock(ctx, rows.writer, lc)
@@ -178,7 +197,7 @@ func (l *Locker) wlock(ctx context.Context, key string, opts []LockOption, wait 
 		lk, err = l.try(ctx, rows.writer, lc)
 	}
 	if err != nil {
-		return nil, closedErr(ctx, err)
+		return nil, err
 	}
 	// Holding the writer's row, wait for the readers to leave.
 	b := l.waitBackoff(lc.ttl)
@@ -196,7 +215,7 @@ func (l *Locker) wlock(ctx context.Context, key string, opts []LockOption, wait 
 		}
 		if !wait || !errors.Is(err, ErrLocked) && !l.rideOut(ctx, key, err, &lastErr) {
 			l.giveBack(ctx, lk)
-			return nil, closedErr(ctx, err)
+			return nil, err
 		}
 		select {
 		case <-lk.Done():
@@ -205,7 +224,7 @@ func (l *Locker) wlock(ctx context.Context, key string, opts []LockOption, wait 
 		}
 		if err := l.pauseShared(ctx, key, b, changed, lastErr); err != nil {
 			l.giveBack(ctx, lk)
-			return nil, closedErr(ctx, err)
+			return nil, err
 		}
 	}
 }

@@ -87,8 +87,11 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (*Permit, error) {
 	}
 	ctx, stop := s.l.closable(ctx)
 	defer stop()
+	ctx, end := s.l.acquiring(ctx, semaphorePrefix+s.name, false, nil)
 	p, err := s.try(ctx)
-	return p, closedErr(ctx, err)
+	err = closedErr(ctx, err)
+	end(p, err)
+	return p, err
 }
 
 // Acquire takes a permit, waiting while none is free, until ctx ends; the
@@ -102,6 +105,15 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Permit, error) {
 	}
 	ctx, stop := s.l.closable(ctx)
 	defer stop()
+	ctx, end := s.l.acquiring(ctx, semaphorePrefix+s.name, true, nil)
+	p, err := s.acquire(ctx)
+	err = closedErr(ctx, err)
+	end(p, err)
+	return p, err
+}
+
+// acquire is Acquire after its checks.
+func (s *Semaphore) acquire(ctx context.Context) (*Permit, error) {
 	select {
 	case s.turn <- struct{}{}:
 	case <-ctx.Done():

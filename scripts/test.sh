@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: makes sure both databases run (scripts/dbup.sh), then runs
-# every test with the race detector, the fault-injection suite (verbosely, so
+# every test with the race detector (also those of the otel module, a module
+# of its own), the fault-injection suite (verbosely, so
 # its counts are printed) and a smoke run of the bench command (-check: every
 # case runs, no errors, no overlapping holders; speed is not judged).
 # Every step runs even if an earlier one failed; a summary lists each step's
@@ -24,6 +25,7 @@ step() {
 }
 step "databases (scripts/dbup.sh)" ./scripts/dbup.sh
 step "tests (go test -race)" go test -race -count=1 -timeout 20m "$@" $(go list ./... | grep -v /internal/faultsuite)
+step "otel module (go test -race)" bash -c 'cd otel && go test -race -count=1 -timeout 10m "$@" ./...' otel "$@"
 step "fault suite" go test -race -count=1 -timeout 20m -v "$@" ./internal/faultsuite/
 out=$(mktemp -d)
 step "bench smoke (dblock-bench -check)" go run ./cmd/dblock-bench -check -db all -duration 200ms -rounds 2 \

@@ -38,7 +38,7 @@ func TestLsCommand(t *testing.T) {
 			t.Fatalf("ls --json on an empty table: status %d, stdout %q", r.code, r.stdout)
 		}
 		ctx := context.Background()
-		lk, err := l.TryLock(ctx, "ls:key", dblock.Owner("ls-owner"))
+		lk, err := l.TryLock(ctx, "ls:key", dblock.Owner("ls-owner"), dblock.Data([]byte("batch-7")))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,12 +49,12 @@ func TestLsCommand(t *testing.T) {
 		if r.code != 0 || len(lines) != 2 {
 			t.Fatalf("ls: status %d, stdout %q", r.code, r.stdout)
 		}
-		if h := strings.Fields(lines[0]); strings.Join(h, " ") != "KEY OWNER DEPTH TOKEN HELD FOR EXPIRES IN" {
+		if h := strings.Fields(lines[0]); strings.Join(h, " ") != "KEY OWNER DEPTH TOKEN HELD FOR EXPIRES IN DATA" {
 			t.Errorf("ls header %q", lines[0])
 		}
 		f := strings.Fields(lines[1])
-		if len(f) != 6 || f[0] != "ls:key" || f[1] != "ls-owner" || f[2] != "1" || f[3] != strconv.FormatInt(lk.Token(), 10) {
-			t.Errorf("ls line %q, want ls:key ls-owner 1 %d ...", lines[1], lk.Token())
+		if len(f) != 7 || f[0] != "ls:key" || f[1] != "ls-owner" || f[2] != "1" || f[3] != strconv.FormatInt(lk.Token(), 10) || f[6] != `"batch-7"` {
+			t.Errorf("ls line %q, want ls:key ls-owner 1 %d ... \"batch-7\"", lines[1], lk.Token())
 		}
 
 		r = cli(t, join("ls", "--json", flags)...)
@@ -67,9 +67,81 @@ func TestLsCommand(t *testing.T) {
 		}
 		g := got[0]
 		if g.Key != "ls:key" || g.Owner != "ls-owner" || g.Depth != 1 || g.Token != lk.Token() ||
-			g.HeldForMS == nil || *g.HeldForMS < 0 || g.ExpiresInMS <= 0 || g.ExpiresInMS > dblock.DefaultTTL.Milliseconds() {
+			g.HeldForMS == nil || *g.HeldForMS < 0 || g.ExpiresInMS <= 0 || g.ExpiresInMS > dblock.DefaultTTL.Milliseconds() ||
+			g.Data != "batch-7" || g.Event != "" {
 			t.Errorf("ls --json = %+v", g)
 		}
+		acquired, err1 := time.Parse(time.RFC3339, g.AcquiredAt)
+		expires, err2 := time.Parse(time.RFC3339, g.ExpiresAt)
+		if err1 != nil || err2 != nil || !expires.After(acquired) {
+			t.Errorf("ls --json times: acquired_at %q, expires_at %q", g.AcquiredAt, g.ExpiresAt)
+		}
+	})
+}
+
+// ls --watch --json prints the locks held at the start, then each change,
+// one JSON object per line, until interrupted (status 0).
+func TestLsWatch(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		flags, l := freshTable(t, d)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		a, err := l.TryLock(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd, _, stderr := newCmd(ctx, nil, join("ls", "--watch", "--json", "--interval", "20ms", flags)...)
+		cmd.Stdout = nil
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		events := make(chan lockJSON)
+		go func() {
+			defer close(events)
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				var j lockJSON
+				if err := json.Unmarshal(sc.Bytes(), &j); err != nil {
+					t.Errorf("ls --watch --json line %q: %v", sc.Text(), err)
+					return
+				}
+				events <- j
+			}
+		}()
+		next := func(want, key string, token int64) {
+			t.Helper()
+			select {
+			case j, ok := <-events:
+				if !ok || j.Event != want || j.Key != key || j.Token != token {
+					t.Fatalf("event %+v (open %v), want %s %s token %d; stderr %q", j, ok, want, key, token, stderr)
+				}
+			case <-ctx.Done():
+				t.Fatalf("no %s event for %s", want, key)
+			}
+		}
+		next("held", "a", a.Token())
+		b, err := l.TryLock(ctx, "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		next("acquired", "b", b.Token())
+		if err := a.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		next("released", "a", a.Token())
+		if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		for range events {
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("ls --watch after SIGINT: %v; stderr %q", err, stderr)
+		}
+		_ = b.Unlock(ctx)
 	})
 }
 
@@ -121,6 +193,7 @@ func TestReapCommand(t *testing.T) {
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		cmd, _, stderr := newCmd(rctx, nil, join("reap", flags, "--schedule", "@every 1s")...)
+		cmd.Stdout = nil
 		cmd.Stdout = nil
 		out, err := cmd.StdoutPipe()
 		if err != nil {

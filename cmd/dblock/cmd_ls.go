@@ -4,36 +4,83 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/signal"
+	"slices"
+	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
+
+	"github.com/dblockhq/dblock"
 )
 
-// lockJSON is one line of ls --json. Durations are milliseconds by the
-// database's clock; held_for_ms is null when unknown.
+// lockJSON is one lock in ls --json, and one line of ls --watch --json
+// (with Event). Durations are milliseconds and times RFC 3339, by the
+// database's clock; held_for_ms and acquired_at are absent when unknown.
+// Data is the holder's Data as text, or as hex (data_hex) when it is not
+// UTF-8.
 type lockJSON struct {
+	Event       string `json:"event,omitempty"`
 	Key         string `json:"key"`
 	Owner       string `json:"owner"`
 	Depth       int    `json:"depth"`
 	Token       int64  `json:"token"`
 	HeldForMS   *int64 `json:"held_for_ms"`
 	ExpiresInMS int64  `json:"expires_in_ms"`
+	AcquiredAt  string `json:"acquired_at,omitempty"`
+	ExpiresAt   string `json:"expires_at,omitempty"`
+	Data        string `json:"data,omitempty"`
+	DataHex     string `json:"data_hex,omitempty"`
+}
+
+const rfc3339ms = "2006-01-02T15:04:05.000Z07:00"
+
+func toJSON(i dblock.LockInfo) lockJSON {
+	j := lockJSON{Key: i.Key, Owner: i.Owner, Depth: i.Depth, Token: i.Token, ExpiresInMS: i.ExpiresIn.Milliseconds()}
+	if i.HeldFor >= 0 {
+		ms := i.HeldFor.Milliseconds()
+		j.HeldForMS = &ms
+	}
+	if !i.AcquiredAt.IsZero() {
+		j.AcquiredAt = i.AcquiredAt.Format(rfc3339ms)
+	}
+	if !i.ExpiresAt.IsZero() {
+		j.ExpiresAt = i.ExpiresAt.Format(rfc3339ms)
+	}
+	if data := i.Data(); utf8.Valid(data) {
+		j.Data = string(data)
+	} else {
+		j.DataHex = fmt.Sprintf("%x", data)
+	}
+	return j
 }
 
 func cmdLs(ctx context.Context, a *app, args []string) error {
 	fs := newFlagSet("ls")
 	c := addCommon(fs)
-	asJSON := fs.Bool("json", false, "print a JSON array")
-	if err := a.parseFlags(fs, "dblock ls [--json] [--dsn DSN] [--table NAME]", args); err != nil {
+	asJSON := fs.Bool("json", false, "print a JSON array (with --watch: one JSON object per change)")
+	watch := fs.Bool("watch", false, "print every change (acquired, taken, changed, released) until interrupted")
+	every := fs.Duration("interval", time.Second, "with --watch: how often to read the table")
+	if err := a.parseFlags(fs, "dblock ls [--json] [--watch [--interval D]] [--dsn DSN] [--table NAME]", args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return exitf(exitUsage, "unexpected argument %q", fs.Arg(0))
+	}
+	if *every <= 0 {
+		return exitf(exitUsage, "--interval must be positive, not %v", *every)
 	}
 	l, _, closeAll, err := c.open(ctx, a)
 	if err != nil {
 		return err
 	}
 	defer closeAll()
+	if *watch {
+		wctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return watchLocks(wctx, a, l, *every, *asJSON)
+	}
 	infos, err := l.List(ctx)
 	if err != nil {
 		return err
@@ -41,23 +88,131 @@ func cmdLs(ctx context.Context, a *app, args []string) error {
 	if *asJSON {
 		out := make([]lockJSON, 0, len(infos))
 		for _, i := range infos {
-			j := lockJSON{Key: i.Key, Owner: i.Owner, Depth: i.Depth, Token: i.Token, ExpiresInMS: i.ExpiresIn.Milliseconds()}
-			if i.HeldFor >= 0 {
-				ms := i.HeldFor.Milliseconds()
-				j.HeldForMS = &ms
-			}
-			out = append(out, j)
+			out = append(out, toJSON(i))
 		}
 		enc := json.NewEncoder(a.stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tOWNER\tDEPTH\tTOKEN\tHELD FOR\tEXPIRES IN")
+	fmt.Fprintln(tw, "KEY\tOWNER\tDEPTH\tTOKEN\tHELD FOR\tEXPIRES IN\tDATA")
 	for _, i := range infos {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", i.Key, i.Owner, i.Depth, i.Token, roundDur(i.HeldFor), roundDur(i.ExpiresIn))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", i.Key, i.Owner, i.Depth, i.Token, roundDur(i.HeldFor), roundDur(i.ExpiresIn), shortData(i.Data()))
 	}
 	return tw.Flush()
+}
+
+// watchLocks lists the table every interval and prints what changed since
+// the last look: "held" for every lock at the start, then "acquired" (a key
+// newly held), "taken" (held under a new token), "changed" (same token, new
+// depth or data) and "released" (no longer held). It returns nil when ctx
+// ends (interrupted); a failed read is reported on stderr and tried again.
+func watchLocks(ctx context.Context, a *app, l *dblock.Locker, every time.Duration, asJSON bool) error {
+	var last map[string]dblock.LockInfo
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		infos, err := l.List(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			fmt.Fprintf(a.stderr, "dblock ls: %v (trying again)\n", err)
+		} else {
+			now := make(map[string]dblock.LockInfo, len(infos))
+			for _, i := range infos {
+				now[i.Key] = i
+			}
+			for _, ev := range diffLocks(last, now) {
+				if err := printEvent(a, ev, asJSON); err != nil {
+					return err
+				}
+			}
+			last = now
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+type lockEvent struct {
+	kind string
+	info dblock.LockInfo
+}
+
+// diffLocks returns the changes from before to now, sorted by key; before
+// nil means the first look.
+func diffLocks(before, now map[string]dblock.LockInfo) []lockEvent {
+	var out []lockEvent
+	for k, i := range now {
+		b, ok := before[k]
+		switch {
+		case before == nil:
+			out = append(out, lockEvent{"held", i})
+		case !ok:
+			out = append(out, lockEvent{"acquired", i})
+		case b.Token != i.Token || b.Owner != i.Owner:
+			out = append(out, lockEvent{"taken", i})
+		case b.Depth != i.Depth || string(b.Data()) != string(i.Data()):
+			out = append(out, lockEvent{"changed", i})
+		}
+	}
+	for k, b := range before {
+		if _, ok := now[k]; !ok {
+			out = append(out, lockEvent{"released", b})
+		}
+	}
+	slices.SortFunc(out, func(x, y lockEvent) int {
+		if x.info.Key < y.info.Key {
+			return -1
+		}
+		if x.info.Key > y.info.Key {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+func printEvent(a *app, ev lockEvent, asJSON bool) error {
+	if asJSON {
+		j := toJSON(ev.info)
+		j.Event = ev.kind
+		return json.NewEncoder(a.stdout).Encode(j)
+	}
+	i := ev.info
+	if ev.kind == "released" {
+		_, err := fmt.Fprintf(a.stdout, "released %s (token %d)\n", i.Key, i.Token)
+		return err
+	}
+	_, err := fmt.Fprintf(a.stdout, "%s %s owner %s depth %d token %d expires in %s%s\n",
+		ev.kind, i.Key, i.Owner, i.Depth, i.Token, roundDur(i.ExpiresIn), dataSuffix(i.Data()))
+	return err
+}
+
+func dataSuffix(data []byte) string {
+	if len(data) == 0 {
+		return ""
+	}
+	return " data " + shortData(data)
+}
+
+// shortData prints data for a table: quoted text or hex, at most 40 bytes.
+func shortData(data []byte) string {
+	if len(data) == 0 {
+		return "-"
+	}
+	more := ""
+	if len(data) > 40 {
+		data, more = data[:40], "…"
+	}
+	if utf8.Valid(data) {
+		return fmt.Sprintf("%q%s", data, more)
+	}
+	return fmt.Sprintf("0x%x%s", data, more)
 }
 
 // roundDur prints d to the millisecond, or "-" when unknown (negative).
