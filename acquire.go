@@ -110,11 +110,21 @@ func (l *Locker) lock(ctx context.Context, key string, lc lockConfig) (*Lock, er
 	b := l.waitBackoff(lc.ttl)
 	poll := stoppedTimer()
 	defer poll.Stop()
-	var wantAgain time.Time // when to tell holders again that we wait
+	var wantAgain time.Time  // when to tell holders again that we wait
+	misses, cold := 0, false // looks in a row that found key held; polled by the idle poller
+	defer func() {
+		if cold {
+			l.warmUp(key)
+		}
+	}()
 	for {
 		polled := false
 		select {
 		case <-w.wake:
+			if misses = 0; cold {
+				cold = false
+				l.warmUp(key)
+			}
 		case <-poll.C:
 			polled = true
 		case lk := <-w.grant:
@@ -157,11 +167,19 @@ func (l *Locker) lock(ctx context.Context, key string, lc lockConfig) (*Lock, er
 			}
 			if !l.holds(key) {
 				l.markForeign(key)
+				if misses++; !cold && (misses >= coldAfter || l.notifying()) {
+					cold = true
+					l.goCold(key)
+				}
 			}
 		}
 		// Held elsewhere, or by us (our release hands the key over, or
 		// wakes us), or being handed to us: wait, polling as a fallback.
-		poll.Reset(l.pollDelay(key, b))
+		if cold {
+			poll.Reset(max(w.lc.ttl/2, l.cfg.retryMax)) // the idle poller wakes us
+		} else {
+			poll.Reset(l.pollDelay(key, b))
+		}
 	}
 }
 

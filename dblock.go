@@ -44,6 +44,7 @@ type Locker struct {
 	id     string     // names this Locker in notifications
 	ev     events     // the listener (PostgreSQL)
 	fair   contention // keys other Lockers want, or hold
+	idle   idlePoll   // keys whose waiters went cold (idlepoll.go)
 	shared broadcast  // a shared key's row was released here (rwlock.go)
 
 	obs         Observer     // WithObserver; nil: none

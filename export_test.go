@@ -152,3 +152,46 @@ func SlowRenewals(l *Locker, d time.Duration) {
 	hook := func() { time.Sleep(d) }
 	l.hb.hookRenew.Store(&hook)
 }
+
+// ColdWaiters reports how many of l's waiters the idle poller watches.
+// Test hook.
+func ColdWaiters(l *Locker) int {
+	l.idle.mu.Lock()
+	defer l.idle.mu.Unlock()
+	n := 0
+	for _, c := range l.idle.keys {
+		n += c
+	}
+	return n
+}
+
+// IdleRounds reports how many rounds l's idle poller has run. Test hook.
+func IdleRounds(l *Locker) int64 { return l.idle.rounds.Load() }
+
+// CountAll makes l count every statement it sends through its statement
+// cache. Test hook.
+func CountAll(l *Locker) *atomic.Int64 {
+	c := &allCounter{Querier: l.q}
+	l.q = c
+	return &c.n
+}
+
+type allCounter struct {
+	dialect.Querier
+	n atomic.Int64
+}
+
+func (c *allCounter) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	c.n.Add(1)
+	return c.Querier.ExecContext(ctx, q, args...)
+}
+
+func (c *allCounter) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	c.n.Add(1)
+	return c.Querier.QueryContext(ctx, q, args...)
+}
+
+func (c *allCounter) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	c.n.Add(1)
+	return c.Querier.QueryRowContext(ctx, q, args...)
+}

@@ -135,7 +135,7 @@ func (l *Locker) read(ctx context.Context, rows sharedRows, lc lockConfig, wait 
 		var lk *Lock
 		held, err := false, error(nil)
 		if !first {
-			held, err = l.d.HeldAny(ctx, l.q, []string{rows.writer}, lc.owner)
+			held, err = l.heldAny(ctx, []string{rows.writer}, lc.owner)
 		}
 		if err == nil && !held {
 			lk, err = l.tryRead(ctx, rows, lc)
@@ -169,7 +169,7 @@ func (l *Locker) tryRead(ctx context.Context, rows sharedRows, lc lockConfig) (*
 		if err != nil {
 			return nil, err
 		}
-		held, err := l.d.HeldAny(ctx, l.q, []string{rows.writer}, lc.owner)
+		held, err := l.heldAny(ctx, []string{rows.writer}, lc.owner)
 		if err == nil && !held {
 			return lk, nil
 		}
@@ -204,7 +204,7 @@ func (l *Locker) write(ctx context.Context, rows sharedRows, lc lockConfig, wait
 	var lastErr error
 	for {
 		changed := l.shared.wait()
-		held, err := l.d.HeldAny(ctx, l.q, rows.slots, lc.owner)
+		held, err := l.heldAny(ctx, rows.slots, lc.owner)
 		if err == nil && !held {
 			return lk, nil
 		}
@@ -227,6 +227,12 @@ func (l *Locker) write(ctx context.Context, rows sharedRows, lc lockConfig, wait
 			return nil, err
 		}
 	}
+}
+
+// heldAny reports whether an owner other than owner holds any of keys.
+func (l *Locker) heldAny(ctx context.Context, keys []string, owner string) (bool, error) {
+	held, err := l.d.HeldKeys(ctx, l.q, keys, owner)
+	return len(held) > 0, err
 }
 
 // giveBack releases a row taken by a shared lock that could not be used.

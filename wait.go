@@ -85,10 +85,10 @@ func (l *Locker) unlockUnwanted(key string, lk *Lock) {
 
 // announceWant tells the key's holder, wherever it is, that we wait, so its
 // release notifies us. Best effort: a waiter that is not notified polls.
-func (l *Locker) announceWant(ctx context.Context, key string) {
-	if n := l.d.Notifier(); n != nil && l.notifying() {
-		if err := n.Want(ctx, l.q, l.id, key); err != nil {
-			l.log.Debug("dblock: announcing a waiter failed", "key", key, "err", err)
+func (l *Locker) announceWant(ctx context.Context, keys ...string) {
+	if n := l.d.Notifier(); n != nil && l.notifying() && len(keys) > 0 {
+		if err := n.Want(ctx, l.q, l.id, keys); err != nil {
+			l.log.Debug("dblock: announcing a waiter failed", "keys", len(keys), "err", err)
 		}
 	}
 }

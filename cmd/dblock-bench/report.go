@@ -48,6 +48,7 @@ type Row struct {
 	FlushesPerOp float64        `json:"log_flushes_per_op,omitempty"`
 	Contended    *ContendedStat `json:"contended,omitempty"`
 	Heartbeat    *HeartbeatStat `json:"heartbeat,omitempty"`
+	Idle         *IdleStat      `json:"idle,omitempty"`
 }
 
 // ContendedStat describes the contended case.
@@ -112,6 +113,10 @@ func (r Row) cells() []string {
 		if h.FirstLoss != "" {
 			notes += "; first loss: " + h.FirstLoss
 		}
+	case r.Idle != nil:
+		i := r.Idle
+		notes = fmt.Sprintf("keys woken; p50/p99 wake after release; %d waiters on %d keys held elsewhere: CPU while waiting client %.1f%% of a core, server %s; wake max %s",
+			i.Waiters, i.Keys, i.ClientCorePct, fmtPct(i.ServerCorePct), fmtMicros(i.WakeMaxMicros))
 	case r.ClientCPUMicros > 0:
 		notes = fmt.Sprintf("CPU per op: client %.0fµs", r.ClientCPUMicros)
 		if r.ServerCPUMicros > 0 {
@@ -125,6 +130,13 @@ func (r Row) cells() []string {
 		notes = strings.TrimPrefix(notes+"; first error: "+r.FirstError, "; ")
 	}
 	return []string{r.DB, r.Case, g, fmt.Sprintf("%.0f", r.OpsPerSec), p50, p99, ratio, fmt.Sprint(r.Errors), notes}
+}
+
+func fmtPct(p float64) string {
+	if p < 0 {
+		return "unknown (-mysql-pid, -postgres-pid)"
+	}
+	return fmt.Sprintf("%.1f%% of a core", p)
 }
 
 func fmtMicros(us float64) string {

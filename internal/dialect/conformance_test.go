@@ -53,7 +53,7 @@ func TestConformance(t *testing.T) {
 			{"tx", confTx},
 			{"data", confData},
 			{"takeAny", confTakeAny},
-			{"heldAny", confHeldAny},
+			{"heldKeys", confHeldKeys},
 			{"classify", confClassify},
 		} {
 			t.Run(c.name, func(t *testing.T) {
@@ -365,30 +365,36 @@ func confTakeAny(t *testing.T, c conf) {
 	}
 }
 
-func confHeldAny(t *testing.T, c conf) {
+func confHeldKeys(t *testing.T, c conf) {
 	keys := []string{c.key + "0", c.key + "1", c.key + "2"}
-	heldAny := func(owner string) bool {
+	heldKeys := func(owner string) []string {
 		t.Helper()
-		held, err := c.d.HeldAny(c.ctx, c.db, keys, owner)
+		held, err := c.d.HeldKeys(c.ctx, c.db, keys, owner)
 		if err != nil {
 			t.Fatal(err)
 		}
+		slices.Sort(held)
 		return held
 	}
+	heldAny := func(owner string) bool { return len(heldKeys(owner)) > 0 }
 	if heldAny("b") {
-		t.Fatal("HeldAny with no rows = true")
+		t.Fatal("HeldKeys with no rows = true")
 	}
 	token := c.upsert(t, keys[1], "a")
 	if !heldAny("b") || heldAny("a") {
-		t.Errorf("HeldAny with %q held by a: for b %v, for a %v; want true, false", keys[1], heldAny("b"), heldAny("a"))
+		t.Errorf("HeldKeys with %q held by a: for b %v, for a %v; want true, false", keys[1], heldAny("b"), heldAny("a"))
 	}
 	c.release(t, keys[1], "a", token)
 	if heldAny("b") {
-		t.Errorf("HeldAny after the release = true")
+		t.Errorf("HeldKeys after the release = true")
 	}
 	c.upsert(t, keys[2], "c")
-	if !heldAny("a") {
-		t.Errorf("HeldAny with %q held by c = false", keys[2])
+	c.upsert(t, keys[0], "a")
+	if got := heldKeys("a"); !slices.Equal(got, keys[2:]) {
+		t.Errorf("HeldKeys for a = %q, want %q (c's)", got, keys[2:])
+	}
+	if got := heldKeys(""); !slices.Equal(got, []string{keys[0], keys[2]}) {
+		t.Errorf("HeldKeys for anyone = %q, want %q", got, []string{keys[0], keys[2]})
 	}
 }
 

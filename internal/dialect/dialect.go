@@ -104,9 +104,9 @@ type Dialect interface {
 	// Held reports, without writing or locking anything, whether an owner
 	// other than owner holds key.
 	Held(ctx context.Context, q Querier, key, owner string) (bool, error)
-	// HeldAny is Held for several keys: whether an owner other than owner
-	// holds any of them, in one read.
-	HeldAny(ctx context.Context, q Querier, keys []string, owner string) (bool, error)
+	// HeldKeys is Held for several keys, in one read: it returns those of
+	// keys that an owner other than owner holds (with owner "": any owner).
+	HeldKeys(ctx context.Context, q Querier, keys []string, owner string) ([]string, error)
 	// Handoff passes the acquisition (key, owner, token), held at depth 1,
 	// to owner to with a fresh token, lease ttl and value data, in one
 	// statement.
@@ -211,8 +211,8 @@ type Notifier interface {
 	// ReleaseNotify is Release that also announces that Locker from
 	// released the key.
 	ReleaseNotify(ctx context.Context, q Querier, from, key, owner string, token int64) (bool, error)
-	// Want announces that Locker from waits for key.
-	Want(ctx context.Context, q Querier, from, key string) error
+	// Want announces that Locker from waits for keys, in one statement.
+	Want(ctx context.Context, q Querier, from string, keys []string) error
 	// Freed announces keys freed by other means than a release.
 	Freed(ctx context.Context, q Querier, keys []string) error
 }

@@ -32,7 +32,7 @@ type mysqlDialect struct {
 	acquireSQL, releaseSQL  string
 	takeSQL, releaseLastSQL string
 	handoffSQL, heldSQL     string
-	heldAnySQL              string
+	heldKeysSQL             string
 	renewLockSQL, renewSQL  string
 	renewCheckSQL           string
 	reapFenceSQL, reapScan  string
@@ -69,7 +69,7 @@ func New(cfg dialect.Config) dialect.Dialect {
 	m.releaseSQL = queries.Get("release", r)
 	m.releaseLastSQL = queries.Get("releaseLast", r)
 	m.heldSQL = queries.Get("held", r)
-	m.heldAnySQL = queries.Get("heldAny", r)
+	m.heldKeysSQL = queries.Get("heldKeys", r)
 	m.handoffSQL = queries.Get("handoff", r)
 	m.renewLockSQL = queries.Get("renewLock", r)
 	m.renewSQL = queries.Get("renew", r)

@@ -64,8 +64,8 @@ WHERE key_id = ? AND memo = ? AND token = ? AND depth = 1 AND NOT ({expired})
 -- name: held
 SELECT 1 FROM {t} WHERE key_id = ? AND memo <> ? AND depth > 0 AND NOT ({expired})
 
--- name: heldAny
-SELECT 1 FROM {t} WHERE key_id IN ({keys}) AND memo <> ? AND depth > 0 AND NOT ({expired}) LIMIT 1
+-- name: heldKeys
+SELECT key_id FROM {t} WHERE key_id IN ({keys}) AND memo <> ? AND depth > 0 AND NOT ({expired})
 
 -- name: handoff
 -- The handover reports its token through LAST_INSERT_ID(expr), as the

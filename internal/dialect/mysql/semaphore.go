@@ -60,7 +60,11 @@ func (m *mysqlDialect) Ensure(ctx context.Context, q dialect.Querier, keys []str
 	return created, nil
 }
 
-// HeldAny implements dialect.Dialect.
-func (m *mysqlDialect) HeldAny(ctx context.Context, q dialect.Querier, keys []string, owner string) (bool, error) {
-	return dialect.ScanHeld(q.QueryRowContext(ctx, withKeys(m.heldAnySQL, len(keys)), append(keyArgs(nil, keys), owner)...))
+// HeldKeys implements dialect.Dialect.
+func (m *mysqlDialect) HeldKeys(ctx context.Context, q dialect.Querier, keys []string, owner string) ([]string, error) {
+	rows, err := q.QueryContext(ctx, withKeys(m.heldKeysSQL, len(keys)), append(keyArgs(nil, keys), owner)...)
+	if err != nil {
+		return nil, err
+	}
+	return dialect.ScanStrings(rows)
 }

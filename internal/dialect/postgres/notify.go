@@ -93,8 +93,16 @@ func (p *postgres) ReleaseNotify(ctx context.Context, q dialect.Querier, from, k
 	return n == 1, err
 }
 
-func (p *postgres) Want(ctx context.Context, q dialect.Querier, from, key string) error {
-	_, err := q.ExecContext(ctx, `SELECT pg_notify($1, 'W:' || $2 || ':' || $3)`, p.channel(), from, p.Tag(key))
+func (p *postgres) Want(ctx context.Context, q dialect.Querier, from string, keys []string) error {
+	if len(keys) == 1 {
+		_, err := q.ExecContext(ctx, `SELECT pg_notify($1, 'W:' || $2 || ':' || $3)`, p.channel(), from, p.Tag(keys[0]))
+		return err
+	}
+	tags := make([]string, len(keys))
+	for i, k := range keys {
+		tags[i] = p.Tag(k)
+	}
+	_, err := q.ExecContext(ctx, `SELECT pg_notify($1, 'W:' || $2 || ':' || t) FROM unnest($3::text[]) AS t`, p.channel(), from, tags)
 	return err
 }
 

@@ -26,7 +26,7 @@ type postgres struct {
 	acquireSQL, releaseSQL string
 	takeSQL                string
 	handoffSQL, heldSQL    string
-	heldAnySQL             string
+	heldKeysSQL            string
 	renewSQL, reapSQL      string
 	getSQL, setDataSQL     string
 	takeAnySQL, ensureSQL  string
@@ -76,7 +76,7 @@ func build(table string, durableRelease bool) *postgres {
 	p.takeMany = dialect.ValuesSQL(queries.Get("takeMany", r), 2, "text", "text")
 	p.releaseMany = dialect.ValuesSQL(queries.Get("releaseMany", r), 1, "text", "text", "bigint")
 	p.heldSQL = queries.Get("held", r)
-	p.heldAnySQL = queries.Get("heldAny", r)
+	p.heldKeysSQL = queries.Get("heldKeys", r)
 	p.handoffSQL = queries.Get("handoff", r)
 	p.releaseNotifySQL = queries.Get("releaseNotify", r)
 	p.renewSQL = queries.Get("renew", r)

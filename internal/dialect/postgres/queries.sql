@@ -80,8 +80,8 @@ RETURNING l.key_id
 -- name: held
 SELECT 1 FROM {t} AS l WHERE l.key_id = $1 AND l.memo <> $2 AND l.depth > 0 AND NOT ({expired})
 
--- name: heldAny
-SELECT 1 FROM {t} AS l WHERE l.key_id = ANY($1::text[]) AND l.memo <> $2 AND l.depth > 0 AND NOT ({expired}) LIMIT 1
+-- name: heldKeys
+SELECT l.key_id FROM {t} AS l WHERE l.key_id = ANY($1::text[]) AND l.memo <> $2 AND l.depth > 0 AND NOT ({expired})
 
 -- name: handoff
 -- The handover draws its token after the row lock is held (SET runs on

@@ -31,7 +31,11 @@ func (p *postgres) Ensure(ctx context.Context, q dialect.Querier, keys []string)
 	return int(n), err
 }
 
-// HeldAny implements dialect.Dialect.
-func (p *postgres) HeldAny(ctx context.Context, q dialect.Querier, keys []string, owner string) (bool, error) {
-	return dialect.ScanHeld(q.QueryRowContext(ctx, p.heldAnySQL, keys, owner))
+// HeldKeys implements dialect.Dialect.
+func (p *postgres) HeldKeys(ctx context.Context, q dialect.Querier, keys []string, owner string) ([]string, error) {
+	rows, err := q.QueryContext(ctx, p.heldKeysSQL, keys, owner)
+	if err != nil {
+		return nil, err
+	}
+	return dialect.ScanStrings(rows)
 }

@@ -6,8 +6,8 @@
 -- name: held
 SELECT 1 FROM {t} WHERE key_id = ?1 AND memo <> ?2 AND depth > 0 AND NOT ({expired})
 
--- name: heldAny
-SELECT 1 FROM {t} WHERE key_id IN (SELECT value FROM json_each(?1)) AND memo <> ?2 AND depth > 0 AND NOT ({expired}) LIMIT 1
+-- name: heldKeys
+SELECT key_id FROM {t} WHERE key_id IN (SELECT value FROM json_each(?1)) AND memo <> ?2 AND depth > 0 AND NOT ({expired})
 
 -- name: acquire
 -- In DO UPDATE, bare columns are the stored row, excluded.* the new one;

@@ -49,11 +49,15 @@ func execCount(ctx context.Context, q dialect.Querier, query string, args ...any
 	return int(n), err
 }
 
-// HeldAny implements dialect.Dialect.
-func (s *sqliteDialect) HeldAny(ctx context.Context, q dialect.Querier, keys []string, owner string) (bool, error) {
+// HeldKeys implements dialect.Dialect.
+func (s *sqliteDialect) HeldKeys(ctx context.Context, q dialect.Querier, keys []string, owner string) ([]string, error) {
 	arg, err := json.Marshal(keys)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	return dialect.ScanHeld(q.QueryRowContext(ctx, s.heldAnySQL, string(arg), owner))
+	rows, err := q.QueryContext(ctx, s.heldKeysSQL, string(arg), owner)
+	if err != nil {
+		return nil, err
+	}
+	return dialect.ScanStrings(rows)
 }

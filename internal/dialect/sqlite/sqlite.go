@@ -42,7 +42,7 @@ import (
 type sqliteDialect struct {
 	table                  string
 	heldSQL                string
-	heldAnySQL             string
+	heldKeysSQL            string
 	acquireSQL, releaseSQL string
 	handoffSQL             string
 	renewSQL, reapSQL      string
@@ -74,7 +74,7 @@ func New(cfg dialect.Config) dialect.Dialect {
 	r := strings.NewReplacer("{t}", s.Quote(table), "{fence}", s.Quote(table+"_fence"),
 		"{free}", "(depth = 0 OR "+liteExpired+")", "{expired}", liteExpired, "{now}", liteNow)
 	s.heldSQL = queries.Get("held", r)
-	s.heldAnySQL = queries.Get("heldAny", r)
+	s.heldKeysSQL = queries.Get("heldKeys", r)
 	s.acquireSQL = queries.Get("acquire", r)
 	s.releaseSQL = queries.Get("release", r)
 	s.handoffSQL = queries.Get("handoff", r)

@@ -1,0 +1,150 @@
+package dblock
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A waiter that keeps finding its key held (coldAfter looks in a row; one
+// where release events wake waiters) stops polling on its own: the Locker's idle poller then reads every such key in
+// one statement per round and wakes the waiters of those it finds free.
+// Rounds come every idleMin while keys come free, and twice as far apart
+// after each round that finds none, up to idleCap (retryMax where release
+// events wake waiters anyway). A thousand waiters on a hundred keys held for
+// minutes elsewhere then cost a few statements a second, not one per key
+// per millisecond, and still wake within idleCap of a release. A key that
+// changes hands often (Lockers contending) keeps its waiters polling on
+// their own, fast, as before: they see it free often enough never to go
+// cold.
+const (
+	coldAfter = 32
+	idleMin   = 5 * time.Millisecond
+	idleCap   = 25 * time.Millisecond
+	// idleBatch bounds the keys of one statement (MySQL IN lists).
+	idleBatch = 500
+)
+
+// idlePoll is the idle poller's state.
+type idlePoll struct {
+	mu      sync.Mutex
+	keys    map[string]int // cold waiters per key
+	running bool
+	rounds  atomic.Int64 // rounds run, for tests
+}
+
+// goCold hands key's polling to the idle poller, starting it if needed.
+func (l *Locker) goCold(key string) {
+	p := &l.idle
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.keys == nil {
+		p.keys = make(map[string]int)
+	}
+	p.keys[key]++
+	if !p.running {
+		p.running = l.spawn(l.idleLoop)
+	}
+}
+
+// warmUp takes key's waiter back from the idle poller.
+func (l *Locker) warmUp(key string) {
+	p := &l.idle
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.keys[key]--; p.keys[key] <= 0 {
+		delete(p.keys, key)
+	}
+}
+
+// coldKeys returns the keys to poll; with none, it marks the poller stopped
+// and returns nil.
+func (l *Locker) coldKeys() []string {
+	p := &l.idle
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.keys) == 0 {
+		p.running = false
+		return nil
+	}
+	keys := make([]string, 0, len(p.keys))
+	for k := range p.keys {
+		if l.heldCount(k) == 0 { // our own release wakes our waiter
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+func (l *Locker) idleLoop() {
+	limit := idleCap
+	if l.notifying() {
+		limit = l.cfg.retryMax
+	}
+	limit = min(max(limit, idleMin), l.cfg.retryMax)
+	interval := idleMin
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	var wantAgain time.Time // when to tell holders again that our cold waiters wait
+	for {
+		select {
+		case <-t.C:
+		case <-l.closing:
+			l.idle.mu.Lock()
+			l.idle.running = false
+			l.idle.mu.Unlock()
+			return
+		}
+		keys := l.coldKeys()
+		if keys == nil {
+			return
+		}
+		l.idle.rounds.Add(1)
+		if l.wakeFree(keys) {
+			interval = idleMin
+		} else {
+			interval = min(2*interval, limit)
+		}
+		if l.notifying() && time.Now().After(wantAgain) {
+			// Holders notify releases of wanted keys only: say it for all
+			// our cold waiters at once, as a polling waiter does for its own.
+			for b := range slices.Chunk(keys, idleBatch) {
+				ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
+				l.announceWant(ctx, b...)
+				cancel()
+			}
+			wantAgain = time.Now().Add(wantWindow / 2)
+		}
+		t.Reset(interval)
+	}
+}
+
+// wakeFree reads which of keys are held and wakes the waiters of the
+// others; it reports whether it found any free. A failed read wakes no one
+// (the waiters' own fallback polls ride it out).
+func (l *Locker) wakeFree(keys []string) bool {
+	found := false
+	for len(keys) > 0 {
+		batch := keys[:min(idleBatch, len(keys))]
+		keys = keys[len(batch):]
+		ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
+		held, err := l.d.HeldKeys(ctx, l.q, batch, "")
+		cancel()
+		if err != nil {
+			continue
+		}
+		busy := make(map[string]struct{}, len(held))
+		for _, k := range held {
+			busy[k] = struct{}{}
+		}
+		for _, k := range batch {
+			if _, ok := busy[k]; !ok {
+				found = true
+				l.waits.wakeHead(k)
+			}
+		}
+	}
+	return found
+}

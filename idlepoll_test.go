@@ -1,0 +1,75 @@
+package dblock_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dbtest"
+)
+
+// Waiters for keys held elsewhere for long stop polling one by one: one
+// statement per round reads all their keys (at most two, with the
+// announcement of waiters on PostgreSQL), instead of one per waiter every
+// millisecond or so; a release still wakes its waiter.
+func TestIdleWaitersPollTogether(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		ctx := ctxT(t, time.Minute)
+		ls := nodes(t, d, 2)
+		holder, waiter := ls[0], ls[1]
+		const n = 50
+		keys := make([]string, n)
+		held := make([]*dblock.Lock, n)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("idle-%d", i)
+			held[i] = mustLock(t)(holder.TryLock(ctx, keys[i]))
+		}
+		statements := dblock.CountAll(waiter)
+		got := make(chan error, n)
+		for _, k := range keys {
+			go func() {
+				lk, err := waiter.Lock(ctx, k)
+				if err == nil {
+					err = lk.Unlock(ctx)
+				}
+				got <- err
+			}()
+		}
+		until := func(what string, cond func() bool) {
+			t.Helper()
+			for !cond() {
+				select {
+				case <-ctx.Done():
+					t.Fatalf("never: %s", what)
+				case <-time.After(2 * time.Millisecond):
+				}
+			}
+		}
+		until("every waiter watched by the idle poller", func() bool { return dblock.ColdWaiters(waiter) == n })
+		s0, r0 := statements.Load(), dblock.IdleRounds(waiter)
+		until("ten rounds", func() bool { return dblock.IdleRounds(waiter) >= r0+10 })
+		s1, r1 := statements.Load(), dblock.IdleRounds(waiter)
+		if sent, rounds := s1-s0, r1-r0; sent > 2*rounds+2 {
+			t.Errorf("%d statements in %d rounds of the idle poller, for %d waiters; want at most %d", sent, rounds, n, 2*rounds+2)
+		}
+		for _, lk := range held {
+			if err := lk.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range n {
+			select {
+			case err := <-got:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-ctx.Done():
+				t.Fatal("a waiter was never woken after its key's release")
+			}
+		}
+		if c := dblock.ColdWaiters(waiter); c != 0 {
+			t.Errorf("%d cold waiters left", c)
+		}
+	})
+}
