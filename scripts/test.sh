@@ -2,8 +2,9 @@
 # The test command: makes sure both databases run (scripts/dbup.sh), then runs
 # every test with the race detector (also those of the otel module, a module
 # of its own), the fault-injection suite (verbosely, so
-# its counts are printed) and a smoke run of the bench command (-check: every
-# case runs, no errors, no overlapping holders; speed is not judged).
+# its counts are printed), a smoke run of the bench command (-check: every
+# case runs, no errors, no overlapping holders; speed is not judged) and one
+# of the peer-libraries benchmark (bench/peers -check).
 # Every step runs even if an earlier one failed; a summary lists each step's
 # result and the script exits non-zero if any failed. A database that cannot
 # be had is a failure, not a skip.
@@ -30,6 +31,7 @@ step "fault suite" go test -race -count=1 -timeout 20m -v "$@" ./internal/faults
 out=$(mktemp -d)
 step "bench smoke (dblock-bench -check)" go run ./cmd/dblock-bench -check -db all -duration 200ms -rounds 2 \
   -ttl 2s -held 200 -intervals 1 -json "$out/r.json" -svg "$out/r.svg" -md "$out/r.md"
+step "peers smoke (bench/peers -check)" bash -c 'cd bench/peers && GOWORK=off go run . -check -db all -duration 300ms -rounds 1 -ttl 2s'
 rm -rf "$out"
 echo "== summary"
 printf '%s\n' "${results[@]}"

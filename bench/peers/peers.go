@@ -1,0 +1,317 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"hash/fnv"
+
+	"cirello.io/pglock"
+	pgadvisory "github.com/allisson/go-pglock/v3"
+	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/advisory"
+	gooselock "github.com/pressly/goose/v3/lock"
+	gomysqllock "github.com/sanketplus/go-mysql-lock"
+)
+
+// impl is one lock library on one database.
+type impl interface {
+	// worker returns one goroutine's handle on key; close it after use.
+	worker(ctx context.Context, key string) (worker, error)
+	close() error
+}
+
+// worker takes and gives back one key, one goroutine at a time.
+type worker interface {
+	// lock takes the key, waiting while another holds it if wait is set;
+	// ok is false when !wait and the key was held.
+	lock(ctx context.Context, wait bool) (ok bool, err error)
+	unlock(ctx context.Context) error
+	close() error
+}
+
+// peer names a library and how to set it up on a database.
+type peer struct {
+	name  string
+	db    dblock.Dialect
+	note  string
+	setup func(ctx context.Context, db *sql.DB, cfg config) (impl, error)
+	// driver is the database/sql driver the library asks for; "": pgx for
+	// PostgreSQL, go-sql-driver for MySQL.
+	driver string
+}
+
+var peers = []peer{
+	{"dblock", dblock.Postgres, "row lock (this repository)", newDblock, ""},
+	{"dblock/advisory", dblock.Postgres, "pg_advisory_lock on pinned sessions (this repository)", newAdvisory, ""},
+	{"cirello.io/pglock", dblock.Postgres, "row lock, lease + heartbeat; waits retry every lease; on lib/pq, the driver it requires", newCirello, "postgres"},
+	{"allisson/go-pglock", dblock.Postgres, "pg_advisory_lock, a pinned connection per lock", newAllisson, ""},
+	{"goose lock", dblock.Postgres, "pg_try_advisory_lock, a session per lock; waits retry every 1 s (its minimum)", newGoose, ""},
+	{"dblock", dblock.MySQL, "row lock (this repository)", newDblock, ""},
+	{"dblock/advisory", dblock.MySQL, "GET_LOCK on pinned sessions (this repository)", newAdvisory, ""},
+	{"sanketplus/go-mysql-lock", dblock.MySQL, "GET_LOCK, a connection per lock (waits with a 1 h timeout: its Obtain fails on MariaDB)", newSanket, ""},
+}
+
+// keyID maps a key to a 63-bit advisory lock number, mixed with the run's
+// seed so that runs never share locks.
+func keyID(seed int64, key string) int64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%s", seed, key)
+	return int64(h.Sum64() >> 1)
+}
+
+// --- dblock, row locks -------------------------------------------------
+
+type dblockImpl struct {
+	l     *dblock.Locker
+	db    *sql.DB
+	table string
+}
+
+func newDblock(ctx context.Context, db *sql.DB, cfg config) (impl, error) {
+	table := fmt.Sprintf("peers_dblock_%d", cfg.seed)
+	if err := dblock.Migrate(ctx, db, dblock.WithTable(table)); err != nil {
+		return nil, err
+	}
+	l, err := dblock.New(db, dblock.WithTable(table), dblock.WithTTL(cfg.ttl))
+	if err != nil {
+		return nil, err
+	}
+	return &dblockImpl{l: l, db: db, table: table}, nil
+}
+
+func (d *dblockImpl) worker(_ context.Context, key string) (worker, error) {
+	return &dblockWorker{l: d.l, key: key}, nil
+}
+
+func (d *dblockImpl) close() error {
+	err := d.l.Close()
+	for _, suffix := range []string{"", "_version", "_fence", "_queue", "_token_seq"} {
+		stmt := "DROP TABLE IF EXISTS " + d.table + suffix
+		if suffix == "_token_seq" {
+			if d.l.Dialect() != dblock.Postgres {
+				continue
+			}
+			stmt = "DROP SEQUENCE IF EXISTS " + d.table + suffix
+		}
+		if _, e := d.db.ExecContext(context.Background(), stmt); e != nil {
+			err = errors.Join(err, e)
+		}
+	}
+	return err
+}
+
+type dblockWorker struct {
+	l   *dblock.Locker
+	key string
+	lk  *dblock.Lock
+}
+
+func (w *dblockWorker) lock(ctx context.Context, wait bool) (bool, error) {
+	var err error
+	if wait {
+		w.lk, err = w.l.Lock(ctx, w.key)
+	} else {
+		w.lk, err = w.l.TryLock(ctx, w.key)
+	}
+	if errors.Is(err, dblock.ErrLocked) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (w *dblockWorker) unlock(ctx context.Context) error { return w.lk.Unlock(ctx) }
+func (w *dblockWorker) close() error                     { return nil }
+
+// --- dblock/advisory ---------------------------------------------------
+
+type advisoryImpl struct{ l *advisory.Locker }
+
+func newAdvisory(_ context.Context, db *sql.DB, cfg config) (impl, error) {
+	l, err := advisory.New(db)
+	return &advisoryImpl{l: l}, err
+}
+
+func (a *advisoryImpl) worker(_ context.Context, key string) (worker, error) {
+	return &advisoryWorker{l: a.l, key: key}, nil
+}
+
+func (a *advisoryImpl) close() error { return a.l.Close() }
+
+type advisoryWorker struct {
+	l   *advisory.Locker
+	key string
+	lk  *advisory.Lock
+}
+
+func (w *advisoryWorker) lock(ctx context.Context, wait bool) (bool, error) {
+	var err error
+	if wait {
+		w.lk, err = w.l.Lock(ctx, w.key)
+	} else {
+		w.lk, err = w.l.TryLock(ctx, w.key)
+	}
+	if errors.Is(err, dblock.ErrLocked) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (w *advisoryWorker) unlock(ctx context.Context) error { return w.lk.Unlock(ctx) }
+func (w *advisoryWorker) close() error                     { return nil }
+
+// --- cirello.io/pglock ---------------------------------------------------
+
+type cirelloImpl struct {
+	c *pglock.Client
+}
+
+func newCirello(_ context.Context, db *sql.DB, cfg config) (impl, error) {
+	c, err := pglock.New(db, pglock.WithCustomTable(fmt.Sprintf("peers_pglock_%d", cfg.seed)),
+		pglock.WithLeaseDuration(cfg.ttl), pglock.WithHeartbeatFrequency(cfg.ttl/3))
+	if err != nil {
+		return nil, err
+	}
+	if err := c.CreateTable(); err != nil {
+		return nil, err
+	}
+	return &cirelloImpl{c: c}, nil
+}
+
+func (c *cirelloImpl) worker(_ context.Context, key string) (worker, error) {
+	return &cirelloWorker{c: c.c, key: key}, nil
+}
+
+func (c *cirelloImpl) close() error { return c.c.DropTable() }
+
+type cirelloWorker struct {
+	c   *pglock.Client
+	key string
+	lk  *pglock.Lock
+}
+
+func (w *cirelloWorker) lock(ctx context.Context, wait bool) (bool, error) {
+	var opts []pglock.LockOption
+	if !wait {
+		opts = append(opts, pglock.FailIfLocked())
+	}
+	lk, err := w.c.AcquireContext(ctx, w.key, opts...)
+	if !wait && errors.Is(err, pglock.ErrNotAcquired) {
+		return false, nil
+	}
+	w.lk = lk
+	return err == nil, err
+}
+
+func (w *cirelloWorker) unlock(ctx context.Context) error { return w.c.ReleaseContext(ctx, w.lk) }
+func (w *cirelloWorker) close() error                     { return nil }
+
+// --- allisson/go-pglock ---------------------------------------------------
+
+type allissonImpl struct {
+	db   *sql.DB
+	seed int64
+}
+
+func newAllisson(_ context.Context, db *sql.DB, cfg config) (impl, error) {
+	return &allissonImpl{db: db, seed: cfg.seed}, nil
+}
+
+func (a *allissonImpl) worker(ctx context.Context, key string) (worker, error) {
+	lk, err := pgadvisory.NewLock(ctx, keyID(a.seed, key), a.db)
+	return &allissonWorker{lk: lk}, err
+}
+
+func (a *allissonImpl) close() error { return nil }
+
+type allissonWorker struct{ lk pgadvisory.Lock }
+
+func (w *allissonWorker) lock(ctx context.Context, wait bool) (bool, error) {
+	if wait {
+		return true, w.lk.WaitAndLock(ctx)
+	}
+	return w.lk.Lock(ctx)
+}
+
+func (w *allissonWorker) unlock(ctx context.Context) error { return w.lk.Unlock(ctx) }
+func (w *allissonWorker) close() error                     { return w.lk.Close() }
+
+// --- goose's lock package ---------------------------------------------------
+
+type gooseImpl struct {
+	db   *sql.DB
+	seed int64
+}
+
+func newGoose(_ context.Context, db *sql.DB, cfg config) (impl, error) {
+	return &gooseImpl{db: db, seed: cfg.seed}, nil
+}
+
+func (g *gooseImpl) worker(ctx context.Context, key string) (worker, error) {
+	l, err := gooselock.NewPostgresSessionLocker(gooselock.WithLockID(keyID(g.seed, key)), gooselock.WithLockTimeout(1, 3600))
+	if err != nil {
+		return nil, err
+	}
+	conn, err := g.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &gooseWorker{l: l, conn: conn}, nil
+}
+
+func (g *gooseImpl) close() error { return nil }
+
+type gooseWorker struct {
+	l    gooselock.SessionLocker
+	conn *sql.Conn
+}
+
+// lock has no try form: SessionLock retries until it holds the lock.
+func (w *gooseWorker) lock(ctx context.Context, _ bool) (bool, error) {
+	return true, w.l.SessionLock(ctx, w.conn)
+}
+
+func (w *gooseWorker) unlock(ctx context.Context) error { return w.l.SessionUnlock(ctx, w.conn) }
+func (w *gooseWorker) close() error                     { return w.conn.Close() }
+
+// --- sanketplus/go-mysql-lock ---------------------------------------------------
+
+type sanketImpl struct {
+	l    *gomysqllock.MysqlLocker
+	seed int64
+}
+
+func newSanket(_ context.Context, db *sql.DB, cfg config) (impl, error) {
+	return &sanketImpl{l: gomysqllock.NewMysqlLocker(db), seed: cfg.seed}, nil
+}
+
+func (s *sanketImpl) worker(_ context.Context, key string) (worker, error) {
+	return &sanketWorker{l: s.l, key: fmt.Sprintf("peers/%d/%s", s.seed, key)}, nil
+}
+
+func (s *sanketImpl) close() error { return nil }
+
+type sanketWorker struct {
+	l   *gomysqllock.MysqlLocker
+	key string
+	lk  *gomysqllock.Lock
+}
+
+func (w *sanketWorker) lock(ctx context.Context, wait bool) (bool, error) {
+	// Obtain's own "no timeout" (-1) fails at once on MariaDB 10.11
+	// (GET_LOCK returns NULL: "internal mysql error"); an hour stands in.
+	timeout := 3600
+	if !wait {
+		timeout = 0
+	}
+	lk, err := w.l.ObtainTimeoutContext(ctx, w.key, timeout)
+	if !wait && errors.Is(err, gomysqllock.ErrMySQLTimeout) {
+		return false, nil
+	}
+	w.lk = lk
+	return err == nil, err
+}
+
+func (w *sanketWorker) unlock(context.Context) error { return w.lk.Release() }
+func (w *sanketWorker) close() error                 { return nil }
