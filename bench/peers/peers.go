@@ -82,7 +82,9 @@ func newDblock(ctx context.Context, db *sql.DB, cfg config) (impl, error) {
 }
 
 func (d *dblockImpl) worker(_ context.Context, key string) (worker, error) {
-	return &dblockWorker{l: d.l, key: key}, nil
+	return sentinelWorker(key,
+		func(ctx context.Context, k string) (*dblock.Lock, error) { return d.l.TryLock(ctx, k) },
+		func(ctx context.Context, k string) (*dblock.Lock, error) { return d.l.Lock(ctx, k) }), nil
 }
 
 func (d *dblockImpl) close() error {
@@ -102,27 +104,34 @@ func (d *dblockImpl) close() error {
 	return err
 }
 
-type dblockWorker struct {
-	l   *dblock.Locker
-	key string
-	lk  *dblock.Lock
+// sentinelWorker is the worker of a library of this repository: try and
+// wait take key, an error wrapping dblock.ErrLocked means held.
+func sentinelWorker[L interface{ Unlock(context.Context) error }](key string,
+	try, wait func(context.Context, string) (L, error)) worker {
+	return &lockWorker[L]{key: key, try: try, wait: wait}
 }
 
-func (w *dblockWorker) lock(ctx context.Context, wait bool) (bool, error) {
-	var err error
+type lockWorker[L interface{ Unlock(context.Context) error }] struct {
+	key       string
+	try, wait func(context.Context, string) (L, error)
+	lk        L
+}
+
+func (w *lockWorker[L]) lock(ctx context.Context, wait bool) (bool, error) {
+	take := w.try
 	if wait {
-		w.lk, err = w.l.Lock(ctx, w.key)
-	} else {
-		w.lk, err = w.l.TryLock(ctx, w.key)
+		take = w.wait
 	}
+	lk, err := take(ctx, w.key)
 	if errors.Is(err, dblock.ErrLocked) {
 		return false, nil
 	}
+	w.lk = lk
 	return err == nil, err
 }
 
-func (w *dblockWorker) unlock(ctx context.Context) error { return w.lk.Unlock(ctx) }
-func (w *dblockWorker) close() error                     { return nil }
+func (w *lockWorker[L]) unlock(ctx context.Context) error { return w.lk.Unlock(ctx) }
+func (w *lockWorker[L]) close() error                     { return nil }
 
 // --- dblock/advisory ---------------------------------------------------
 
@@ -134,32 +143,10 @@ func newAdvisory(_ context.Context, db *sql.DB, cfg config) (impl, error) {
 }
 
 func (a *advisoryImpl) worker(_ context.Context, key string) (worker, error) {
-	return &advisoryWorker{l: a.l, key: key}, nil
+	return sentinelWorker(key, a.l.TryLock, a.l.Lock), nil
 }
 
 func (a *advisoryImpl) close() error { return a.l.Close() }
-
-type advisoryWorker struct {
-	l   *advisory.Locker
-	key string
-	lk  *advisory.Lock
-}
-
-func (w *advisoryWorker) lock(ctx context.Context, wait bool) (bool, error) {
-	var err error
-	if wait {
-		w.lk, err = w.l.Lock(ctx, w.key)
-	} else {
-		w.lk, err = w.l.TryLock(ctx, w.key)
-	}
-	if errors.Is(err, dblock.ErrLocked) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-func (w *advisoryWorker) unlock(ctx context.Context) error { return w.lk.Unlock(ctx) }
-func (w *advisoryWorker) close() error                     { return nil }
 
 // --- cirello.io/pglock ---------------------------------------------------
 

@@ -11,8 +11,54 @@ import (
 )
 
 func init() {
-	extraCases = append(extraCases, benchCase{
-		name: "advisory", baseline: "advisory-raw", gs: []int{1, 8}, run: advisoryCycle,
+	extraCases = append(extraCases,
+		benchCase{name: "advisory", baseline: "advisory-raw", gs: []int{1, 8}, run: advisoryCycle},
+		// 8 goroutines on one key: blocking pg_advisory_lock / GET_LOCK on
+		// pinned connections, then package advisory's Lock.
+		benchCase{name: "advisory-contended-raw", gs: []int{8}, run: advisoryContendedRaw},
+		benchCase{name: "advisory-contended", baseline: "advisory-contended-raw", gs: []int{8}, run: advisoryContended},
+	)
+}
+
+// advisoryContendedRaw: each goroutine blocks in the raw lock statement on
+// its own pinned connection, all on one name.
+func advisoryContendedRaw(ctx context.Context, t *target, cfg config, g int) (Row, error) {
+	conns, done, err := pinned(ctx, t, g)
+	if err != nil {
+		return Row{}, err
+	}
+	defer done()
+	arg := t.sql.advArg(t.seed, 1_000_000)
+	return contendedRun(ctx, t, cfg, g, func(ctx context.Context, i int) (func(context.Context) error, error) {
+		if _, err := conns[i].ExecContext(ctx, t.sql.advLock, arg); err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context) error {
+			_, err := conns[i].ExecContext(ctx, t.sql.advUnlock, arg)
+			return err
+		}, nil
+	})
+}
+
+// advisoryContended: package advisory's Lock and Unlock, one Locker, one key.
+func advisoryContended(ctx context.Context, t *target, cfg config, g int) (Row, error) {
+	db, err := t.pool(2 * g)
+	if err != nil {
+		return Row{}, err
+	}
+	defer db.Close()
+	l, err := advisory.New(db)
+	if err != nil {
+		return Row{}, err
+	}
+	defer l.Close()
+	key := fmt.Sprintf("advisory-contended-%d", t.seed)
+	return contendedRun(ctx, t, cfg, g, func(ctx context.Context, _ int) (func(context.Context) error, error) {
+		lk, err := l.Lock(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		return lk.Unlock, nil
 	})
 }
 

@@ -11,25 +11,14 @@ import (
 // own name, through statements prepared once on that connection (the
 // fastest raw form: go-sql-driver would otherwise prepare at every call).
 func sessionRaw(ctx context.Context, t *target, cfg config, g int) (Row, error) {
-	db, err := t.pool(2 * g)
+	conns, done, err := pinned(ctx, t, g)
 	if err != nil {
 		return Row{}, err
 	}
-	defer db.Close()
-	conns := make([]*sql.Conn, g)
-	defer func() {
-		for _, c := range conns {
-			if c != nil {
-				c.Close()
-			}
-		}
-	}()
+	defer done()
 	locks := make([]*sql.Stmt, g)
 	unlocks := make([]*sql.Stmt, g)
 	for i := range conns {
-		if conns[i], err = db.Conn(ctx); err != nil {
-			return Row{}, err
-		}
 		if locks[i], err = conns[i].PrepareContext(ctx, t.sql.advLock); err != nil {
 			return Row{}, err
 		}
@@ -54,4 +43,29 @@ func sessionRaw(ctx context.Context, t *target, cfg config, g int) (Row, error) 
 		return nil
 	})
 	return rowFrom(m), nil
+}
+
+// pinned returns g connections of a pool of their own, and a function that
+// closes them and the pool.
+func pinned(ctx context.Context, t *target, g int) ([]*sql.Conn, func(), error) {
+	db, err := t.pool(2 * g)
+	if err != nil {
+		return nil, nil, err
+	}
+	conns := make([]*sql.Conn, 0, g)
+	done := func() {
+		for _, c := range conns {
+			c.Close()
+		}
+		db.Close()
+	}
+	for range g {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			done()
+			return nil, nil, err
+		}
+		conns = append(conns, c)
+	}
+	return conns, done, nil
 }

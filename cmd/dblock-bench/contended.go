@@ -43,6 +43,25 @@ func contendedWith(ctx context.Context, t *target, cfg config, g int, opts ...db
 		lockers[i] = l
 	}
 	const key = "bench-contended"
+	r, err := contendedRun(ctx, t, cfg, g, func(ctx context.Context, i int) (func(context.Context) error, error) {
+		lk, err := lockers[i%contendedLockers].Lock(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		return lk.Unlock, nil
+	})
+	if r.Contended != nil {
+		r.Contended.Lockers = contendedLockers
+	}
+	return r, err
+}
+
+// contendedRun has g goroutines take one key with take (goroutine i's
+// way), run the critical section and release it, for cfg.duration, after
+// one warm-up round each; it measures handoffs, their latency, the longest
+// wait, max share, deadlocks and overlaps.
+func contendedRun(ctx context.Context, t *target, cfg config, g int,
+	take func(ctx context.Context, i int) (release func(context.Context) error, err error)) (Row, error) {
 	var (
 		mu        sync.Mutex
 		events    []event
@@ -61,11 +80,11 @@ func contendedWith(ctx context.Context, t *target, cfg config, g int, opts ...db
 	}
 	// Warm up: every goroutine's pool opens a connection and prepares.
 	for i := range g {
-		lk, err := lockers[i%contendedLockers].Lock(ctx, key)
+		release, err := take(ctx, i)
 		if err != nil {
 			return Row{}, err
 		}
-		if err := lk.Unlock(ctx); err != nil {
+		if err := release(ctx); err != nil {
 			return Row{}, err
 		}
 	}
@@ -77,10 +96,9 @@ func contendedWith(ctx context.Context, t *target, cfg config, g int, opts ...db
 	var wg sync.WaitGroup
 	for i := range g {
 		wg.Go(func() {
-			l := lockers[i%contendedLockers]
 			for runCtx.Err() == nil {
 				t0 := time.Now()
-				lk, err := l.Lock(runCtx, key)
+				release, err := take(runCtx, i)
 				if err != nil {
 					if runCtx.Err() == nil {
 						fail(err)
@@ -99,7 +117,7 @@ func contendedWith(ctx context.Context, t *target, cfg config, g int, opts ...db
 				mu.Lock()
 				events = append(events, event{acq, true}, event{rel, false})
 				mu.Unlock()
-				if err := lk.Unlock(ctx); err != nil {
+				if err := release(ctx); err != nil {
 					fail(err)
 				}
 			}
@@ -107,7 +125,6 @@ func contendedWith(ctx context.Context, t *target, cfg config, g int, opts ...db
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-
 	var total, top int64
 	var longest time.Duration
 	for i := range g {
@@ -122,7 +139,7 @@ func contendedWith(ctx context.Context, t *target, cfg config, g int, opts ...db
 	}
 	r.Errors += overlaps.Load()
 	r.Contended = &ContendedStat{
-		Lockers:           contendedLockers,
+		Lockers:           1,
 		CriticalMicros:    micros(cfg.critical),
 		Handoffs:          int64(len(lat)),
 		LongestWaitMicros: micros(longest),
