@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -28,6 +29,20 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "dblock-bench:", err)
+			os.Exit(1)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
+	}
 	var printed strings.Builder
 	rep, err := run(ctx, cfg, io.MultiWriter(os.Stdout, &printed))
 	if err == nil && cfg.check {
@@ -36,6 +51,7 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dblock-bench:", err)
 		stop()
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
@@ -60,6 +76,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.IntVar(&cfg.mysqlPID, "mysql-pid", 0, "process ID of a local mysqld/mariadbd: adds its CPU time per operation to the notes")
 	fs.IntVar(&cfg.postgresPID, "postgres-pid", 0, "process ID of a local PostgreSQL postmaster: adds its and its backends' CPU time per operation to the notes")
 	fs.BoolVar(&cfg.check, "check", false, "check the report's structure (every case, no errors, no overlaps) and fail if it is wrong: the CI smoke run")
+	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write this process's CPU profile of the whole run to this file (go tool pprof)")
 	only := fs.String("cases", "", "comma-separated cases to run, each with its baseline (default: all)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err

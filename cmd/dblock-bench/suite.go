@@ -29,6 +29,7 @@ type config struct {
 	postgresPID int             // a local PostgreSQL postmaster, for its and its backends' CPU time; 0: none
 	idleKeys    int             // released rows put in the lock table before the cases run
 	check       bool            // verify the report after the run (checkReport)
+	cpuProfile  string          // write the client's CPU profile here; "": none
 }
 
 // benchCase is one measurement, run once per goroutine count on each
