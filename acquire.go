@@ -110,21 +110,14 @@ func (l *Locker) lock(ctx context.Context, key string, lc lockConfig) (*Lock, er
 	b := l.waitBackoff(lc.ttl)
 	poll := stoppedTimer()
 	defer poll.Stop()
-	var wantAgain time.Time  // when to tell holders again that we wait
-	misses, cold := 0, false // looks in a row that found key held; polled by the idle poller
-	defer func() {
-		if cold {
-			l.warmUp(key)
-		}
-	}()
+	var wantAgain time.Time // when to tell holders again that we wait
+	idle := coldWaiter{l: l, key: key}
+	defer idle.leave()
 	for {
 		polled := false
 		select {
 		case <-w.wake:
-			if misses = 0; cold {
-				cold = false
-				l.warmUp(key)
-			}
+			idle.woke()
 		case <-poll.C:
 			polled = true
 		case lk := <-w.grant:
@@ -147,7 +140,14 @@ func (l *Locker) lock(ctx context.Context, key string, lc lockConfig) (*Lock, er
 			err := ErrLocked
 			// A poll reads before it writes: a failed write attempt would
 			// lock the row, and cost the holder's next statement a wait.
-			if !polled || !l.heldElsewhere(ctx, key, w.lc.owner) {
+			held := false
+			if polled {
+				var token int64
+				if held, token = l.heldElsewhere(ctx, key, w.lc.owner); held {
+					idle.saw(token)
+				}
+			}
+			if !held {
 				lk, err = l.try(ctx, key, w.lc)
 			}
 			if err != nil && l.uncertain(err) {
@@ -167,19 +167,11 @@ func (l *Locker) lock(ctx context.Context, key string, lc lockConfig) (*Lock, er
 			}
 			if !l.holds(key) {
 				l.markForeign(key)
-				if misses++; !cold && (misses >= coldAfter || l.notifying()) {
-					cold = true
-					l.goCold(key)
-				}
 			}
 		}
 		// Held elsewhere, or by us (our release hands the key over, or
 		// wakes us), or being handed to us: wait, polling as a fallback.
-		if cold {
-			poll.Reset(max(w.lc.ttl/2, l.cfg.retryMax)) // the idle poller wakes us
-		} else {
-			poll.Reset(l.pollDelay(key, b))
-		}
+		poll.Reset(idle.delay(b, w.lc.ttl))
 	}
 }
 

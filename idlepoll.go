@@ -8,8 +8,9 @@ import (
 	"time"
 )
 
-// A waiter that keeps finding its key held (coldAfter looks in a row; one
-// where release events wake waiters) stops polling on its own: the Locker's idle poller then reads every such key in
+// A waiter that keeps finding its key held by the same acquisition
+// (coldAfter polls in a row; one where release events wake waiters) stops
+// polling on its own: the Locker's idle poller then reads every such key in
 // one statement per round and wakes the waiters of those it finds free.
 // Rounds come every idleMin while keys come free, and twice as far apart
 // after each round that finds none, up to idleCap (retryMax where release
@@ -147,4 +148,50 @@ func (l *Locker) wakeFree(keys []string) bool {
 		}
 	}
 	return found
+}
+
+// coldWaiter is one waiter's side of the idle poller: it counts the polls
+// that found the key held under the same token (by the same acquisition),
+// and hands the waiter's polling over once the key has gone cold. A key
+// whose token changes between polls changes hands: it stays hot.
+type coldWaiter struct {
+	l      *Locker
+	key    string
+	token  int64 // the holder's token at the last poll
+	misses int   // polls in a row that found that token
+	cold   bool
+}
+
+// saw counts a poll that found the key held elsewhere under token.
+func (c *coldWaiter) saw(token int64) {
+	if token != c.token {
+		c.token, c.misses = token, 0
+	}
+	if c.misses++; !c.cold && (c.misses >= coldAfter || c.l.notifying()) {
+		c.cold = true
+		c.l.goCold(c.key)
+	}
+}
+
+// woke takes the waiter back from the idle poller: something woke it.
+func (c *coldWaiter) woke() {
+	c.misses = 0
+	c.leave()
+}
+
+// leave takes the waiter back from the idle poller, if it was there.
+func (c *coldWaiter) leave() {
+	if c.cold {
+		c.cold = false
+		c.l.warmUp(c.key)
+	}
+}
+
+// delay is how long the waiter waits before it polls on its own: a
+// fallback of half a lease while the idle poller watches its key.
+func (c *coldWaiter) delay(b *backoff, ttl time.Duration) time.Duration {
+	if c.cold {
+		return max(ttl/2, c.l.cfg.retryMax)
+	}
+	return c.l.pollDelay(c.key, b)
 }

@@ -52,11 +52,12 @@ func (l *Locker) pollDelay(key string, b *backoff) time.Duration {
 	return b.Next()
 }
 
-// heldElsewhere reports whether a read shows key held by another owner;
-// false when the read fails (the acquire then reports the error).
-func (l *Locker) heldElsewhere(ctx context.Context, key, owner string) bool {
-	held, err := l.d.Held(ctx, l.q, key, owner)
-	return held && err == nil
+// heldElsewhere reports whether a read shows key held by another owner,
+// and under which token; false when the read fails (the acquire then
+// reports the error).
+func (l *Locker) heldElsewhere(ctx context.Context, key, owner string) (bool, int64) {
+	token, held, err := l.d.Held(ctx, l.q, key, owner)
+	return held && err == nil, token
 }
 
 // leaveQueue takes w out of key's queue. A handover to w may be in flight:

@@ -65,7 +65,10 @@ func (s *Strategy) Acquire(ctx context.Context, q dialect.Querier, key, owner st
 	}
 	return s.rows.acquireVia(key, take,
 		func() (int64, bool, error) { return s.d.Upsert(ctx, q, key, owner, ttl, data) },
-		func() (bool, error) { return s.d.Held(ctx, q, key, owner) })
+		func() (bool, error) {
+			_, held, err := s.d.Held(ctx, q, key, owner)
+			return held, err
+		})
 }
 
 // Release takes one level off the acquisition (key, owner, token);

@@ -92,14 +92,14 @@ func (c conf) release(t *testing.T, key, owner string, token int64) {
 }
 
 func confExclusion(t *testing.T, c conf) {
-	c.upsert(t, c.key, "a")
+	a := c.upsert(t, c.key, "a")
 	if token, ok, err := c.d.Upsert(c.ctx, c.db, c.key, "b", time.Hour, nil); ok || err != nil {
 		t.Errorf("Upsert by another owner = %d, %v, %v; want not taken", token, ok, err)
 	}
-	if held, err := c.d.Held(c.ctx, c.db, c.key, "b"); !held || err != nil {
-		t.Errorf("Held for another owner = %v, %v; want true", held, err)
+	if token, held, err := c.d.Held(c.ctx, c.db, c.key, "b"); !held || err != nil || token != a {
+		t.Errorf("Held for another owner = %d, %v, %v; want true, token %d", token, held, err, a)
 	}
-	if held, err := c.d.Held(c.ctx, c.db, c.key, "a"); held || err != nil {
+	if _, held, err := c.d.Held(c.ctx, c.db, c.key, "a"); held || err != nil {
 		t.Errorf("Held for the holder = %v, %v; want false", held, err)
 	}
 	if ok, _, err := c.d.Release(c.ctx, c.db, c.key, "b", 1); ok || err != nil {
@@ -113,7 +113,7 @@ func confReentry(t *testing.T, c conf) {
 		t.Errorf("re-entry token %d, want the acquisition's %d", again, first)
 	}
 	c.release(t, c.key, "a", first) // depth 2 → 1
-	if held, _ := c.d.Held(c.ctx, c.db, c.key, "b"); !held {
+	if _, held, _ := c.d.Held(c.ctx, c.db, c.key, "b"); !held {
 		t.Error("free after one of two releases")
 	}
 	c.release(t, c.key, "a", first) // depth 1 → 0
@@ -219,7 +219,7 @@ func confLinger(t *testing.T, c conf) {
 	if ok, err := c.d.Linger(c.ctx, c.db, c.key, "a", token, time.Hour); !ok || err != nil {
 		t.Fatalf("Linger = %v, %v; want the lease set", ok, err)
 	}
-	if held, _ := c.d.Held(c.ctx, c.db, c.key, "b"); !held {
+	if _, held, _ := c.d.Held(c.ctx, c.db, c.key, "b"); !held {
 		t.Error("key free after Linger of an hour")
 	}
 	if ok, err := c.d.Linger(c.ctx, c.db, c.key, "a", token+1, time.Hour); ok || err != nil {

@@ -102,8 +102,8 @@ type Dialect interface {
 	// returns how many it created; it reads first and writes only then.
 	Ensure(ctx context.Context, q Querier, keys []string) (created int, err error)
 	// Held reports, without writing or locking anything, whether an owner
-	// other than owner holds key.
-	Held(ctx context.Context, q Querier, key, owner string) (bool, error)
+	// other than owner holds key, and under which token.
+	Held(ctx context.Context, q Querier, key, owner string) (token int64, held bool, err error)
 	// HeldKeys is Held for several keys, in one read: it returns those of
 	// keys that an owner other than owner holds (with owner "": any owner).
 	HeldKeys(ctx context.Context, q Querier, keys []string, owner string) ([]string, error)

@@ -31,6 +31,20 @@ func ScanHeld(row *sql.Row) (bool, error) {
 	}
 }
 
+// ScanHeldToken reports whether row, a SELECT of a token, found a row, and
+// the token.
+func ScanHeldToken(row *sql.Row) (int64, bool, error) {
+	var token int64
+	switch err := row.Scan(&token); {
+	case err == nil:
+		return token, true, nil
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, false, nil
+	default:
+		return 0, false, err
+	}
+}
+
 // RowExists reports whether query, which selects one column, returns a row.
 func RowExists(ctx context.Context, q Querier, query string, args ...any) (bool, error) {
 	return ScanHeld(q.QueryRowContext(ctx, query, args...))

@@ -154,8 +154,8 @@ func (m *mysqlDialect) Release(ctx context.Context, q dialect.Querier, key, owne
 	return false, false, nil
 }
 
-func (m *mysqlDialect) Held(ctx context.Context, q dialect.Querier, key, owner string) (bool, error) {
-	return dialect.ScanHeld(q.QueryRowContext(ctx, m.heldSQL, key, owner))
+func (m *mysqlDialect) Held(ctx context.Context, q dialect.Querier, key, owner string) (int64, bool, error) {
+	return dialect.ScanHeldToken(q.QueryRowContext(ctx, m.heldSQL, key, owner))
 }
 
 func (m *mysqlDialect) Handoff(ctx context.Context, q dialect.Querier, key, owner string, token int64, to string, ttl time.Duration, data []byte) (int64, bool, error) {

@@ -62,7 +62,7 @@ UPDATE {t} SET lease_ms = 0, update_time = UTC_TIMESTAMP(6), depth = 0
 WHERE key_id = ? AND memo = ? AND token = ? AND depth = 1 AND NOT ({expired})
 
 -- name: held
-SELECT 1 FROM {t} WHERE key_id = ? AND memo <> ? AND depth > 0 AND NOT ({expired})
+SELECT token FROM {t} WHERE key_id = ? AND memo <> ? AND depth > 0 AND NOT ({expired})
 
 -- name: heldKeys
 SELECT key_id FROM {t} WHERE key_id IN ({keys}) AND memo <> ? AND depth > 0 AND NOT ({expired})

@@ -163,8 +163,8 @@ func (p *postgres) Release(ctx context.Context, q dialect.Querier, key, owner st
 	return ok, false, err
 }
 
-func (p *postgres) Held(ctx context.Context, q dialect.Querier, key, owner string) (bool, error) {
-	return dialect.ScanHeld(q.QueryRowContext(ctx, p.heldSQL, key, owner))
+func (p *postgres) Held(ctx context.Context, q dialect.Querier, key, owner string) (int64, bool, error) {
+	return dialect.ScanHeldToken(q.QueryRowContext(ctx, p.heldSQL, key, owner))
 }
 
 func (p *postgres) Handoff(ctx context.Context, q dialect.Querier, key, owner string, token int64, to string, ttl time.Duration, data []byte) (int64, bool, error) {

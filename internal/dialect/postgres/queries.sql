@@ -78,7 +78,7 @@ WHERE l.key_id = b.key_id AND l.memo = b.owner AND l.token = b.token AND l.depth
 RETURNING l.key_id
 
 -- name: held
-SELECT 1 FROM {t} AS l WHERE l.key_id = $1 AND l.memo <> $2 AND l.depth > 0 AND NOT ({expired})
+SELECT l.token FROM {t} AS l WHERE l.key_id = $1 AND l.memo <> $2 AND l.depth > 0 AND NOT ({expired})
 
 -- name: heldKeys
 SELECT l.key_id FROM {t} AS l WHERE l.key_id = ANY($1::text[]) AND l.memo <> $2 AND l.depth > 0 AND NOT ({expired})

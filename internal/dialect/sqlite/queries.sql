@@ -4,7 +4,7 @@
 -- row anyone may take; values are ?n parameters.
 
 -- name: held
-SELECT 1 FROM {t} WHERE key_id = ?1 AND memo <> ?2 AND depth > 0 AND NOT ({expired})
+SELECT token FROM {t} WHERE key_id = ?1 AND memo <> ?2 AND depth > 0 AND NOT ({expired})
 
 -- name: heldKeys
 SELECT key_id FROM {t} WHERE key_id IN (SELECT value FROM json_each(?1)) AND memo <> ?2 AND depth > 0 AND NOT ({expired})

@@ -117,7 +117,7 @@ func (s *sqliteDialect) Notifier() dialect.Notifier { return nil }
 // write lock to the holder's release and renewals. Only a key that looked
 // free or ours is then taken, by the one atomic statement that decides.
 func (s *sqliteDialect) Upsert(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration, data []byte) (int64, bool, error) {
-	if held, err := s.Held(ctx, q, key, owner); held || err != nil {
+	if _, held, err := s.Held(ctx, q, key, owner); held || err != nil {
 		return 0, false, err
 	}
 	return dialect.ScanToken(q.QueryRowContext(ctx, s.acquireSQL, key, owner, ttl.Milliseconds(), data))
@@ -128,8 +128,8 @@ func (s *sqliteDialect) Release(ctx context.Context, q dialect.Querier, key, own
 	return ok, false, err
 }
 
-func (s *sqliteDialect) Held(ctx context.Context, q dialect.Querier, key, owner string) (bool, error) {
-	return dialect.ScanHeld(q.QueryRowContext(ctx, s.heldSQL, key, owner))
+func (s *sqliteDialect) Held(ctx context.Context, q dialect.Querier, key, owner string) (int64, bool, error) {
+	return dialect.ScanHeldToken(q.QueryRowContext(ctx, s.heldSQL, key, owner))
 }
 
 func (s *sqliteDialect) Handoff(ctx context.Context, q dialect.Querier, key, owner string, token int64, to string, ttl time.Duration, data []byte) (int64, bool, error) {
