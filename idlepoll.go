@@ -24,8 +24,9 @@ const (
 	coldAfter = 32
 	idleMin   = 5 * time.Millisecond
 	idleCap   = 25 * time.Millisecond
-	// idleBatch bounds the keys of one statement (MySQL IN lists).
-	idleBatch = 500
+	// idleBatch bounds the keys of one statement (MySQL IN lists, padded
+	// to a power of two).
+	idleBatch = 512
 )
 
 // idlePoll is the idle poller's state.

@@ -396,6 +396,13 @@ func confHeldKeys(t *testing.T, c conf) {
 	if got := heldKeys(""); !slices.Equal(got, []string{keys[0], keys[2]}) {
 		t.Errorf("HeldKeys for anyone = %q, want %q", got, []string{keys[0], keys[2]})
 	}
+	// Lists of every length (MySQL pads them) find the same.
+	for n := range 6 {
+		list := append(slices.Repeat([]string{c.key + "x"}, n), keys[2])
+		if got, err := c.d.HeldKeys(c.ctx, c.db, list, ""); err != nil || !slices.Equal(got, keys[2:]) {
+			t.Errorf("HeldKeys of %d keys = %q, %v; want %q", len(list), got, err, keys[2:])
+		}
+	}
 }
 
 func confClassify(t *testing.T, c conf) {

@@ -60,9 +60,23 @@ func (m *mysqlDialect) Ensure(ctx context.Context, q dialect.Querier, keys []str
 	return created, nil
 }
 
-// HeldKeys implements dialect.Dialect.
+// HeldKeys implements dialect.Dialect. The key list is padded (with its
+// first key again) to a power of two: the idle poller's lists have every
+// length, and each length is a statement text prepared on every
+// connection, which would soon reach max_prepared_stmt_count.
 func (m *mysqlDialect) HeldKeys(ctx context.Context, q dialect.Querier, keys []string, owner string) ([]string, error) {
-	rows, err := q.QueryContext(ctx, withKeys(m.heldKeysSQL, len(keys)), append(keyArgs(nil, keys), owner)...)
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	size := 1
+	for size < len(keys) {
+		size *= 2
+	}
+	args := keyArgs(make([]any, 0, size+1), keys)
+	for len(args) < size {
+		args = append(args, keys[0])
+	}
+	rows, err := q.QueryContext(ctx, withKeys(m.heldKeysSQL, size), append(args, owner)...)
 	if err != nil {
 		return nil, err
 	}
