@@ -17,6 +17,19 @@ import (
 // error; if the statement takes the key after all, the Locker releases it
 // again (this holds for Lock too).
 func (l *Locker) TryLock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
+	return l.call(ctx, key, opts, false, func(ctx context.Context, lc lockConfig) (*Lock, error) {
+		if l.cfg.fifo {
+			lk, _, err := l.tryFIFO(ctx, key, lc)
+			return lk, err
+		}
+		return l.try(ctx, key, lc)
+	})
+}
+
+// call is one TryLock or Lock (wait) of key through take, after the checks,
+// bound to the Locker's life and observed.
+func (l *Locker) call(ctx context.Context, key string, opts []LockOption, wait bool,
+	take func(context.Context, lockConfig) (*Lock, error)) (*Lock, error) {
 	if err := l.usable(); err != nil {
 		return nil, err
 	}
@@ -26,13 +39,8 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...LockOption) (*
 	}
 	ctx, stop := l.closable(ctx)
 	defer stop()
-	ctx, end := l.acquiring(ctx, key, false, &lc)
-	var lk *Lock
-	if l.cfg.fifo {
-		lk, _, err = l.tryFIFO(ctx, key, lc)
-	} else {
-		lk, err = l.try(ctx, key, lc)
-	}
+	ctx, end := l.acquiring(ctx, key, wait, &lc)
+	lk, err := take(ctx, lc)
 	err = closedErr(ctx, err)
 	end(lk, err)
 	return lk, err
@@ -77,20 +85,9 @@ func closedErr(ctx context.Context, err error) error {
 // held lock never waits behind the holder's own waiters. WithFIFO orders
 // waiters across processes instead, and turns local handovers off.
 func (l *Locker) Lock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
-	if err := l.usable(); err != nil {
-		return nil, err
-	}
-	lc, err := l.lockConfig(key, opts)
-	if err != nil {
-		return nil, err
-	}
-	ctx, stop := l.closable(ctx)
-	defer stop()
-	ctx, end := l.acquiring(ctx, key, true, &lc)
-	lk, err := l.lock(ctx, key, lc)
-	err = closedErr(ctx, err)
-	end(lk, err)
-	return lk, err
+	return l.call(ctx, key, opts, true, func(ctx context.Context, lc lockConfig) (*Lock, error) {
+		return l.lock(ctx, key, lc)
+	})
 }
 
 // lock is Lock after its checks.

@@ -42,16 +42,11 @@ func advisoryContendedRaw(ctx context.Context, t *target, cfg config, g int) (Ro
 
 // advisoryContended: package advisory's Lock and Unlock, one Locker, one key.
 func advisoryContended(ctx context.Context, t *target, cfg config, g int) (Row, error) {
-	db, err := t.pool(2 * g)
+	l, done, err := advisoryLocker(t, g)
 	if err != nil {
 		return Row{}, err
 	}
-	defer db.Close()
-	l, err := advisory.New(db)
-	if err != nil {
-		return Row{}, err
-	}
-	defer l.Close()
+	defer done()
 	key := fmt.Sprintf("advisory-contended-%d", t.seed)
 	return contendedRun(ctx, t, cfg, g, func(ctx context.Context, _ int) (func(context.Context) error, error) {
 		lk, err := l.Lock(ctx, key)
@@ -65,16 +60,26 @@ func advisoryContended(ctx context.Context, t *target, cfg config, g int) (Row, 
 // advisoryCycle is advisory.Locker TryLock + Unlock, each goroutine on its
 // own key, compared with advisory-raw at the same g.
 func advisoryCycle(ctx context.Context, t *target, cfg config, g int) (Row, error) {
-	db, err := t.pool(2 * g)
+	l, done, err := advisoryLocker(t, g)
 	if err != nil {
 		return Row{}, err
 	}
-	defer db.Close()
-	l, err := advisory.New(db)
-	if err != nil {
-		return Row{}, err
-	}
-	defer l.Close()
+	defer done()
 	keys := workerKeys(fmt.Sprintf("advisory-%d", t.seed), g)
 	return rowFrom(loop(ctx, g, cfg.duration, tryUnlock(l.TryLock, keys))), nil
+}
+
+// advisoryLocker returns a package advisory Locker on a pool of its own for
+// g goroutines, and a function that closes both.
+func advisoryLocker(t *target, g int) (*advisory.Locker, func(), error) {
+	db, err := t.pool(2 * g)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := advisory.New(db)
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return l, func() { _ = l.Close(); db.Close() }, nil
 }
