@@ -130,21 +130,20 @@ func (l *Locker) read(ctx context.Context, rows sharedRows, lc lockConfig, wait 
 	var lastErr error
 	for first := true; ; first = false {
 		changed := l.shared.wait()
-		// A waiting reader reads before it writes: while the writer's row
-		// is held, taking a slot would only be undone.
+		// A waiting reader reads before it writes, the writer's row and the
+		// slots in one statement: while the writer's row is held, taking a
+		// slot would only be undone, and it tries only slots it saw free.
 		var lk *Lock
-		held, err := false, error(nil)
+		var err error
+		slots := rows.slots
 		if !first {
-			held, err = l.heldAny(ctx, []string{rows.writer}, lc.owner)
+			slots, err = l.freeSlots(ctx, rows, lc.owner)
 		}
-		if err == nil && !held {
-			lk, err = l.tryRead(ctx, rows, lc)
+		if err == nil {
+			lk, err = l.tryRead(ctx, rows, lc, slots)
 			if err == nil {
 				return lk, nil
 			}
-		}
-		if held {
-			err = fmt.Errorf("%w: %q: a writer holds it or waits for it", ErrLocked, key)
 		}
 		if !wait || !errors.Is(err, ErrLocked) && !l.rideOut(ctx, key, err, &lastErr) {
 			return nil, err
@@ -155,13 +154,36 @@ func (l *Locker) read(ctx context.Context, rows sharedRows, lc lockConfig, wait 
 	}
 }
 
-// tryRead takes a free reader slot, starting at a random one, and then
-// checks the writer's row: a writer that took its row before the slot was
-// written sees the slot, or the slot's taker sees the writer's row.
-func (l *Locker) tryRead(ctx context.Context, rows sharedRows, lc lockConfig) (*Lock, error) {
-	start := rand.IntN(len(rows.slots))
-	for i := range rows.slots {
-		slot := rows.slots[(start+i)%len(rows.slots)]
+// freeSlots reads, in one statement, whether a writer holds or waits for
+// rows' key (an error wrapping ErrLocked) and which reader slots are free.
+func (l *Locker) freeSlots(ctx context.Context, rows sharedRows, owner string) ([]string, error) {
+	held, err := l.d.HeldKeys(ctx, l.q, append([]string{rows.writer}, rows.slots...), owner)
+	if err != nil {
+		return nil, l.wrapErr("check the holders of", rows.key, err)
+	}
+	busy := make(map[string]bool, len(held))
+	for _, k := range held {
+		busy[k] = true
+	}
+	if busy[rows.writer] {
+		return nil, fmt.Errorf("%w: %q: a writer holds it or waits for it", ErrLocked, rows.key)
+	}
+	var free []string
+	for _, s := range rows.slots {
+		if !busy[s] {
+			free = append(free, s)
+		}
+	}
+	return free, nil
+}
+
+// tryRead takes a reader slot among slots, starting at a random one, and
+// then checks the writer's row: a writer that took its row before the slot
+// was written sees the slot, or the slot's taker sees the writer's row.
+func (l *Locker) tryRead(ctx context.Context, rows sharedRows, lc lockConfig, slots []string) (*Lock, error) {
+	start := rand.IntN(max(len(slots), 1))
+	for i := range slots {
+		slot := slots[(start+i)%len(slots)]
 		lk, err := l.try(ctx, slot, lc)
 		if errors.Is(err, ErrLocked) {
 			continue

@@ -193,8 +193,26 @@ func TestSharedLimits(t *testing.T) {
 		if _, err := l.TryRLock(ctx, "full"); !errors.Is(err, dblock.ErrLocked) {
 			t.Fatalf("reader %d: %v, want ErrLocked", dblock.MaxReaders+1, err)
 		}
+		// A waiting reader gets the first slot given back.
+		got := make(chan error, 1)
+		go func() {
+			lk, err := l.RLock(ctx, "full")
+			if err == nil && lk.Key() != held[7].Key() {
+				err = errors.New("took " + lk.Key() + ", not the slot given back " + held[7].Key())
+			}
+			got <- err
+		}()
+		for l.Stats().Waiting != 1 {
+			select {
+			case <-ctx.Done():
+				t.Fatal("the 65th reader never waited")
+			case <-time.After(time.Millisecond):
+			}
+		}
 		_ = held[7].Unlock(ctx)
-		mustLock(t)(l.TryRLock(ctx, "full"))
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
 
 		long := strings.Repeat("k", dblock.MaxKeyLen-len("rw/")-len("/r/63"))
 		for _, key := range []string{"", long + "k", "a\x00b"} {
