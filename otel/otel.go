@@ -167,7 +167,8 @@ func (o *Observer) instruments(m metric.Meter) error {
 }
 
 // Watch adds l's held and waiting counts (Locker.Stats) to the gauges, summed
-// over every watched Locker, until Unwatch or until the Locker is closed.
+// over every watched Locker, until Unwatch (a closed Locker counts 0; call
+// Unwatch to drop it).
 func (o *Observer) Watch(l *dblock.Locker) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
