@@ -227,3 +227,31 @@ func TestSharedLimits(t *testing.T) {
 		mustLock(t)(l.TryRLock(ctx, long[1:]))
 	})
 }
+
+// Under one Owner memo, reads and the write do not exclude each other (an
+// upgrade, a downgrade); other owners are excluded as usual.
+func TestSharedOwner(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		ctx := ctxT(t, time.Minute)
+		ls := nodes(t, d, 2)
+		me := dblock.Owner("job-7")
+		r := mustLock(t)(ls[0].TryRLock(ctx, "k", me))
+		w := mustLock(t)(ls[0].TryWLock(ctx, "k", me)) // upgrade
+		if _, err := ls[1].TryRLock(ctx, "k"); !errors.Is(err, dblock.ErrLocked) {
+			t.Fatalf("another owner's TryRLock beside an upgraded writer = %v, want ErrLocked", err)
+		}
+		r2 := mustLock(t)(ls[1].TryRLock(ctx, "k", me)) // the same owner, from anywhere
+		for _, lk := range []*dblock.Lock{r2, r} {
+			if err := lk.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		mustLock(t)(ls[1].TryRLock(ctx, "k"))
+		if _, err := ls[0].TryWLock(ctx, "k", me); !errors.Is(err, dblock.ErrLocked) {
+			t.Fatalf("TryWLock beside another owner's reader = %v, want ErrLocked", err)
+		}
+	})
+}
