@@ -216,8 +216,8 @@ func (k *Lock) end(cause error) bool {
 	k.once.Do(func() {
 		first = true
 		k.l.unregister(k)
+		k.l.lost(k, cause) // before Done closes: who sees Done sees the count
 		k.cancel(cause)
-		k.l.lost(k, cause)
 	})
 	return first
 }
@@ -300,8 +300,8 @@ func (k *Lock) lose(cause error) {
 	k.once.Do(func() {
 		k.l.unregister(k)
 		err := fmt.Errorf("%w: %q (token %d): %w", ErrLockLost, k.key, k.token, cause)
+		k.l.lost(k, err) // before Done closes, as in end
 		k.cancel(err)
-		k.l.lost(k, err)
 		k.l.waits.wakeHead(k.key) // it may be free: a waiter of ours may try
 		k.l.log.Warn("dblock: lock lost", "key", k.key, "token", k.token, "cause", cause)
 	})

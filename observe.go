@@ -26,7 +26,8 @@ type Observer interface {
 	// Renewed is called after each renewal statement of the heartbeat.
 	Renewed(r Renewal)
 	// Lost is called once for a lock that ends without its holder releasing
-	// it: cause wraps ErrLockLost, and ErrLeaseExpired or ErrTakenOver.
+	// it, before its Done closes: cause wraps ErrLockLost, and
+	// ErrLeaseExpired or ErrTakenOver.
 	Lost(key string, token int64, cause error)
 }
 
