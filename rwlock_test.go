@@ -75,8 +75,8 @@ func TestSharedExclusion(t *testing.T) {
 // and a writer whose caller gives up while it waits lets readers in again.
 func TestSharedRules(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
-		ctx := ctxT(t, time.Minute)
-		ls := nodes(t, d, 2)
+		ctx := ctxT(t, 2*time.Minute)
+		ls := nodes(t, d, 2, dblock.WithTTL(10*time.Minute)) // no row frees itself by its lease here
 		a := mustLock(t)(ls[0].TryRLock(ctx, "k"))
 		b := mustLock(t)(ls[1].TryRLock(ctx, "k"))
 		if a.Key() == b.Key() || !strings.HasPrefix(a.Key(), "rw/k/r/") {
@@ -142,9 +142,32 @@ func TestSharedRules(t *testing.T) {
 		if w := <-got; !errors.Is(w.err, context.Canceled) {
 			t.Fatalf("WLock whose ctx ended = %v, %v; want context.Canceled", w.lk, w.err)
 		}
+		// The writer's row is released at once, or, when the cancel came
+		// while its take was in flight, by the Locker right after: within
+		// the test's minute either way, never by its 10-minute lease.
+		waitFree(t, ls[1], "rw/k/w")
 		mustLock(t)(ls[1].TryRLock(ctx, "k"))
 		_ = r.lk.Unlock(ctx)
 	})
+}
+
+// waitFree waits until key's row is free, as the database shows it.
+func waitFree(t *testing.T, l *dblock.Locker, key string) {
+	t.Helper()
+	ctx := ctxT(t, time.Minute)
+	for {
+		_, err := l.Get(ctx, key)
+		if errors.Is(err, dblock.ErrNotHeld) {
+			return
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s never freed", key)
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
 }
 
 // waitHeld waits until key's row is held, as the database shows it.
