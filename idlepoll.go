@@ -135,6 +135,7 @@ func (l *Locker) wakeFree(keys []string) bool {
 		held, err := l.d.HeldKeys(ctx, l.q, batch, "")
 		cancel()
 		if err != nil {
+			l.log.Debug("dblock: the idle poller's read failed; waiters keep their fallback polls", "keys", len(batch), "err", err)
 			continue
 		}
 		busy := make(map[string]struct{}, len(held))

@@ -36,19 +36,9 @@ func TestIdleWaitersPollTogether(t *testing.T) {
 				got <- err
 			}()
 		}
-		until := func(what string, cond func() bool) {
-			t.Helper()
-			for !cond() {
-				select {
-				case <-ctx.Done():
-					t.Fatalf("never: %s", what)
-				case <-time.After(2 * time.Millisecond):
-				}
-			}
-		}
-		until("every waiter watched by the idle poller", func() bool { return dblock.ColdWaiters(waiter) == n })
+		eventually(t, time.Minute, 2*time.Millisecond, "every waiter watched by the idle poller", func() bool { return dblock.ColdWaiters(waiter) == n })
 		s0, r0 := statements.Load(), dblock.IdleRounds(waiter)
-		until("ten rounds", func() bool { return dblock.IdleRounds(waiter) >= r0+10 })
+		eventually(t, time.Minute, 2*time.Millisecond, "ten rounds", func() bool { return dblock.IdleRounds(waiter) >= r0+10 })
 		s1, r1 := statements.Load(), dblock.IdleRounds(waiter)
 		if sent, rounds := s1-s0, r1-r0; sent > 2*rounds+2 {
 			t.Errorf("%d statements in %d rounds of the idle poller, for %d waiters; want at most %d", sent, rounds, n, 2*rounds+2)

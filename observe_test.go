@@ -128,13 +128,7 @@ func TestObserver(t *testing.T) {
 			}
 			got <- err
 		}()
-		for l.Stats().Waiting != 1 {
-			select {
-			case <-ctx.Done():
-				t.Fatal("Stats never counted the waiting Lock")
-			case <-time.After(time.Millisecond):
-			}
-		}
+		eventually(t, time.Minute, 2*time.Millisecond, "Stats counts the waiting Lock", func() bool { return l.Stats().Waiting == 1 })
 		if err := lk.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}

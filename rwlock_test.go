@@ -3,6 +3,7 @@ package dblock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -154,38 +155,25 @@ func TestSharedRules(t *testing.T) {
 // waitFree waits until key's row is free, as the database shows it.
 func waitFree(t *testing.T, l *dblock.Locker, key string) {
 	t.Helper()
-	ctx := ctxT(t, time.Minute)
-	for {
-		_, err := l.Get(ctx, key)
-		if errors.Is(err, dblock.ErrNotHeld) {
-			return
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s never freed", key)
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
+	waitRow(t, l, key, false)
 }
 
 // waitHeld waits until key's row is held, as the database shows it.
 func waitHeld(t *testing.T, l *dblock.Locker, key string) {
 	t.Helper()
-	ctx := ctxT(t, 30*time.Second)
-	for {
-		if _, err := l.Get(ctx, key); err == nil {
-			return
-		} else if !errors.Is(err, dblock.ErrNotHeld) {
+	waitRow(t, l, key, true)
+}
+
+func waitRow(t *testing.T, l *dblock.Locker, key string, held bool) {
+	t.Helper()
+	ctx := ctxT(t, time.Minute)
+	eventually(t, time.Minute, 2*time.Millisecond, fmt.Sprintf("%s held=%v", key, held), func() bool {
+		_, err := l.Get(ctx, key)
+		if err != nil && !errors.Is(err, dblock.ErrNotHeld) {
 			t.Fatal(err)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s never held", key)
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
+		return (err == nil) == held
+	})
 }
 
 // A crashed reader holds a writer back for one lease, not for ever.
@@ -225,13 +213,7 @@ func TestSharedLimits(t *testing.T) {
 			}
 			got <- err
 		}()
-		for l.Stats().Waiting != 1 {
-			select {
-			case <-ctx.Done():
-				t.Fatal("the 65th reader never waited")
-			case <-time.After(time.Millisecond):
-			}
-		}
+		eventually(t, time.Minute, 2*time.Millisecond, "the 65th reader waits", func() bool { return l.Stats().Waiting == 1 })
 		_ = held[7].Unlock(ctx)
 		if err := <-got; err != nil {
 			t.Fatal(err)

@@ -112,12 +112,13 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Permit, error) {
 	return p, err
 }
 
-// acquire is Acquire after its checks.
+// acquire is Acquire after its checks; Acquire turns errors that Close
+// caused into ErrClosed.
 func (s *Semaphore) acquire(ctx context.Context) (*Permit, error) {
 	select {
 	case s.turn <- struct{}{}:
 	case <-ctx.Done():
-		return nil, closedErr(ctx, waitEnded(ctx, s.name, nil))
+		return nil, waitEnded(ctx, s.name, nil)
 	}
 	defer func() { <-s.turn }()
 	b := s.l.waitBackoff(s.l.cfg.ttl)
@@ -128,7 +129,7 @@ func (s *Semaphore) acquire(ctx context.Context) (*Permit, error) {
 			return p, nil
 		}
 		if !errors.Is(err, ErrLocked) && !s.l.rideOut(ctx, s.name, err, &lastErr) {
-			return nil, closedErr(ctx, err)
+			return nil, err
 		}
 		t := time.NewTimer(b.Next())
 		select {
@@ -137,7 +138,7 @@ func (s *Semaphore) acquire(ctx context.Context) (*Permit, error) {
 			t.Stop()
 		case <-ctx.Done():
 			t.Stop()
-			return nil, closedErr(ctx, waitEnded(ctx, s.name, lastErr))
+			return nil, waitEnded(ctx, s.name, lastErr)
 		}
 	}
 }

@@ -141,7 +141,7 @@ func run(ctx context.Context, cfg config) ([]Result, error) {
 		}
 		res := map[string]*Result{}
 		slice := cfg.duration / time.Duration(cfg.rounds)
-		for round := range cfg.rounds {
+		for range cfg.rounds {
 			for _, c := range caseNames {
 				for _, p := range libs {
 					r := res[p.name+c]
@@ -149,7 +149,7 @@ func run(ctx context.Context, cfg config) ([]Result, error) {
 						r = &Result{DB: string(d), Library: p.name, Case: c, Note: p.note}
 						res[p.name+c] = r
 					}
-					measure(ctx, impls[p.name], c, slice, round, r)
+					measure(ctx, impls[p.name], c, slice, r)
 				}
 			}
 		}
@@ -175,7 +175,7 @@ func run(ctx context.Context, cfg config) ([]Result, error) {
 }
 
 // measure runs one slice of case c for one library and adds it to r.
-func measure(ctx context.Context, im impl, c string, d time.Duration, round int, r *Result) {
+func measure(ctx context.Context, im impl, c string, d time.Duration, r *Result) {
 	g, contended := 1, strings.HasPrefix(c, "contended")
 	if !strings.HasSuffix(c, "g=1") {
 		g = 8
@@ -257,7 +257,6 @@ func measure(ctx context.Context, im impl, c string, d time.Duration, round int,
 	if contended && total > 0 {
 		r.MaxShare = max(r.MaxShare, float64(most)/float64(total))
 	}
-	_ = round
 }
 
 func table(rs []Result) string {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -165,15 +166,7 @@ func diffLocks(before, now map[string]dblock.LockInfo) []lockEvent {
 			out = append(out, lockEvent{"released", b})
 		}
 	}
-	slices.SortFunc(out, func(x, y lockEvent) int {
-		if x.info.Key < y.info.Key {
-			return -1
-		}
-		if x.info.Key > y.info.Key {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(x, y lockEvent) int { return strings.Compare(x.info.Key, y.info.Key) })
 	return out
 }
 
