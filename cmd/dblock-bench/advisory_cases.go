@@ -5,6 +5,8 @@ package main
 
 import (
 	"context"
+	"database/sql/driver"
+	"errors"
 	"fmt"
 
 	"github.com/dblockhq/dblock/advisory"
@@ -29,12 +31,18 @@ func advisoryContendedRaw(ctx context.Context, t *target, cfg config, g int) (Ro
 	}
 	defer done()
 	arg := t.sql.advArg(t.seed, 1_000_000)
-	return contendedRun(ctx, t, cfg, g, func(ctx context.Context, i int) (func(context.Context) error, error) {
-		if _, err := conns[i].ExecContext(ctx, t.sql.advLock, arg); err != nil {
+	return contendedRun(ctx, t, cfg, g, func(runCtx context.Context, i int) (func(context.Context) error, error) {
+		if _, err := conns[i].ExecContext(runCtx, t.sql.advLock, arg); err != nil {
 			return nil, err
 		}
 		return func(ctx context.Context) error {
 			_, err := conns[i].ExecContext(ctx, t.sql.advUnlock, arg)
+			if errors.Is(err, driver.ErrBadConn) && runCtx.Err() != nil {
+				// The run's end cancelled the lock statement just as it
+				// returned, and go-sql-driver closed the connection: the
+				// server ended the session and its lock with it.
+				return nil
+			}
 			return err
 		}, nil
 	})
