@@ -220,9 +220,12 @@ func TestTokenOrder(t *testing.T) {
 			t.Fatal("row still there after Reap")
 		}
 		take(l2.TryLock(ctx, "tok"))
-		// A DELETE by hand does not move tokens back either.
-		mustExec(t, db, "DELETE FROM "+quote(d, table)+" WHERE key_id = "+bind(d, 1), "tok")
-		take(l.TryLock(ctx, "tok"))
+		// A DELETE by hand does not move tokens back either, where the
+		// fence has its trigger (not on TiDB: see docs/engines.md).
+		if !dbtest.NoTrigger(t, db, d) {
+			mustExec(t, db, "DELETE FROM "+quote(d, table)+" WHERE key_id = "+bind(d, 1), "tok")
+			take(l.TryLock(ctx, "tok"))
+		}
 		// Takeover of an expired row.
 		held := mustLock(t)(l.TryLock(ctx, "tok"))
 		mustExec(t, db, "UPDATE "+quote(d, table)+" SET lease_ms = 0 WHERE key_id = "+bind(d, 1), "tok")

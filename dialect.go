@@ -37,5 +37,5 @@ func resolveDialect(db *sql.DB, c config) (dialect.Dialect, Dialect, error) {
 			return nil, "", err
 		}
 	}
-	return dialects[name](dialect.Config{Table: c.table, DurableRelease: c.durableRelease}), name, nil
+	return dialects[name](dialect.Config{Table: c.table, DurableRelease: c.durableRelease, Portable: c.portable}), name, nil
 }

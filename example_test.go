@@ -452,3 +452,34 @@ func ExampleWithObserver() {
 	// true 1
 	// 1 1
 }
+
+// Portable mode, as on CockroachDB or YugabyteDB (chosen there by itself):
+// plain SQL only, with the same options given to Migrate and to New.
+func ExampleWithPortable() {
+	db, err := sql.Open("pgx", dbtest.DSN(dblock.Postgres))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	opts := []dblock.Option{dblock.WithTable("example_portable_locks"), dblock.WithPortable()}
+	if err := dblock.Migrate(ctx, db, opts...); err != nil {
+		log.Fatal(err)
+	}
+	locker, err := dblock.New(db, opts...)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+
+	lk, err := locker.TryLock(ctx, "example:portable")
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = locker.TryLock(ctx, "example:portable")
+	fmt.Println(lk.Token() > 0, errors.Is(err, dblock.ErrLocked))
+	if err := lk.Unlock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output: true true
+}

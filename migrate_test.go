@@ -113,6 +113,10 @@ func TestSchemaGolden(t *testing.T) {
 		for _, f := range files {
 			text, _ := fs.ReadFile(schema.FS, f)
 			for _, stmt := range strings.Split(string(text), ";\n") {
+				// TiDB has no triggers; Migrate leaves the fence's out there.
+				if strings.Contains(stmt, "CREATE TRIGGER") && dbtest.NoTrigger(t, a, d) {
+					continue
+				}
 				if strings.TrimSpace(stmt) != "" {
 					mustExec(t, a, stmt)
 				}

@@ -46,6 +46,8 @@ type config struct {
 	lockerOnly []string
 	// observer receives the Locker's events (WithObserver); nil: none.
 	observer Observer
+	// portable limits dblock to plain SQL (WithPortable).
+	portable bool
 }
 
 func defaultConfig() config {
@@ -304,4 +306,21 @@ func (c lockConfig) value() []byte {
 		return nil
 	}
 	return []byte(c.data)
+}
+
+// WithPortable limits dblock to plain SQL that distributed SQL engines run
+// as a single server does: no triggers (Migrate skips the token fence's
+// trigger; the reaper raises the fence itself), no advisory locks (Migrate
+// serialises through a row of the version table), no notifications between
+// sessions (waiters poll with backoff), and serialization failures retried.
+// dblock chooses it by itself on the engines it recognises from the server's
+// version (TiDB, CockroachDB, YugabyteDB); the option forces it elsewhere,
+// for an engine behind a proxy that hides its version, or to run a database
+// the way such an engine would. Give it to Migrate and to New alike. See
+// docs/engines.md.
+func WithPortable() Option {
+	return func(c *config) error {
+		c.portable = true
+		return nil
+	}
 }

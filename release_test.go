@@ -160,7 +160,9 @@ func TestAcquireInPlace(t *testing.T) {
 		mustExec(t, db, `DELETE FROM `+quote(d, table)+` WHERE key_id = 'k'`)
 		third := mustLock(t)(l.TryLock(ctx, "k"))
 		want("a deleted row", 8+2*reentry, 5)
-		if third.Token() <= second.Token() {
+		// Without the fence's trigger (TiDB) a row deleted by hand starts
+		// its tokens again from the fence: only Reap raises it there.
+		if third.Token() <= second.Token() && !dbtest.NoTrigger(t, db, d) {
 			t.Fatalf("token %d after %d", third.Token(), second.Token())
 		}
 	})

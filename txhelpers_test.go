@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dbtest"
+	"github.com/dblockhq/dblock/internal/dialect"
 )
 
 // sqlFor rewrites a test statement for d: {t} becomes the quoted table and
@@ -65,6 +67,11 @@ func waitBlocked(t *testing.T, db *sql.DB, d dblock.Dialect, table string) {
 	if d == dblock.MySQL {
 		q = `SELECT count(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE ?`
 		period = 150 * time.Millisecond
+		if dbtest.Engine(t, db, d) == dialect.EngineTiDB {
+			// TiDB lists an autocommit statement that waits for a lock
+			// (at its commit) in the process list, by its text.
+			q = `SELECT count(*) FROM information_schema.processlist WHERE command IN ('Query', 'Execute') AND info LIKE ? AND info NOT LIKE '%processlist%'`
+		}
 	}
 	eventually(t, 10*time.Second, period, "a session blocked on a row lock", func() bool {
 		var n int

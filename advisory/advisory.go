@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/dblockhq/dblock"
+	engine "github.com/dblockhq/dblock/internal/dialect"
 	"github.com/dblockhq/dblock/internal/lockrun"
 )
 
@@ -27,6 +28,10 @@ type Locker struct {
 
 	scopeMu sync.Mutex
 	scope   *string // MySQL: "<database>/", once learned (see arg)
+
+	// engine learns, at the first session, whether the server is a
+	// distributed engine (see supported).
+	engine *engine.EngineProbe
 
 	mu     sync.Mutex
 	held   map[*Lock]struct{}
@@ -62,6 +67,7 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 		ctx: ctx, cancel: cancel,
 		held:      make(map[*Lock]struct{}),
 		probeDone: make(chan struct{}),
+		engine:    engine.NewEngineProbe(string(name)),
 	}
 	go l.probeLoop()
 	return l, nil
@@ -236,4 +242,21 @@ func waitErr(ctx context.Context, key string) error {
 		return fmt.Errorf("advisory: waiting for %q: %w: %w", key, ctx.Err(), cause)
 	}
 	return fmt.Errorf("advisory: waiting for %q: %w", key, ctx.Err())
+}
+
+// supported refuses the distributed SQL engines, whose advisory locks do not
+// exclude as a single server's do: TiDB clamps GET_LOCK's timeout to 1 s –
+// 3,600 s (a try waits a second), CockroachDB's advisory functions are
+// no-ops, and YugabyteDB's were not tested here. dblock.Locker's row locks
+// are the plain-SQL lock there (docs/engines.md). q is the session's own
+// connection or transaction; the engine is asked once per Locker.
+func (l *Locker) supported(ctx context.Context, q engine.Querier) error {
+	e, err := l.engine.Get(ctx, q)
+	if err != nil {
+		return err
+	}
+	if e.Distributed() {
+		return fmt.Errorf("advisory: locks on %s: %w; use dblock.Locker's row locks there (docs/engines.md)", e, errors.ErrUnsupported)
+	}
+	return nil
 }

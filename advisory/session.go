@@ -35,6 +35,10 @@ func (l *Locker) openSession(ctx context.Context) (*session, error) {
 		s.close(true)
 		return nil, err
 	}
+	if err := l.supported(ctx, conn); err != nil {
+		s.close(!errors.Is(err, errors.ErrUnsupported))
+		return nil, err
+	}
 	return s, nil
 }
 

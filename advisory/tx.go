@@ -44,6 +44,9 @@ func (l *Locker) lockTx(ctx context.Context, tx *sql.Tx, key string, block bool)
 		return err
 	}
 	defer l.ops.Done()
+	if err := l.supported(ctx, tx); err != nil {
+		return err
+	}
 	q := func(ctx context.Context, query string, args ...any) (int64, error) {
 		var v sql.NullInt64
 		err := tx.QueryRowContext(ctx, query, args...).Scan(&v)

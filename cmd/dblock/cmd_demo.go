@@ -94,7 +94,7 @@ func cmdDemo(ctx context.Context, a *app, args []string) error {
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(*workers + 2)
-	if err := dblock.Migrate(ctx, db, dblock.WithTable(c.table), dblock.WithDialect(t.dialect)); err != nil {
+	if err := dblock.Migrate(ctx, db, c.modeOpts(dblock.WithTable(c.table), dblock.WithDialect(t.dialect))...); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -151,7 +151,7 @@ func cmdDemo(ctx context.Context, a *app, args []string) error {
 
 // demoWorker takes random keys until ctx ends, holding each for a moment.
 func demoWorker(ctx context.Context, c *common, a *app, db *sql.DB, d dblock.Dialect, w int, keys []*keyState) error {
-	l, err := dblock.New(db, dblock.WithTable(c.table), dblock.WithTTL(c.ttl), dblock.WithDialect(d), dblock.WithLogger(c.logger(a)))
+	l, err := dblock.New(db, c.modeOpts(dblock.WithTable(c.table), dblock.WithTTL(c.ttl), dblock.WithDialect(d), dblock.WithLogger(c.logger(a)))...)
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ func cmdMigrate(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	defer db.Close()
-	if err := dblock.Migrate(ctx, db, dblock.WithTable(c.table), dblock.WithDialect(t.dialect), dblock.WithLogger(c.logger(a))); err != nil {
+	if err := dblock.Migrate(ctx, db, c.modeOpts(dblock.WithTable(c.table), dblock.WithDialect(t.dialect), dblock.WithLogger(c.logger(a)))...); err != nil {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "table %s is at schema version %d\n", c.table, dblock.SchemaVersion())

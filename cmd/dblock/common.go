@@ -23,6 +23,8 @@ type common struct {
 	table   string
 	ttl     time.Duration
 	verbose bool
+	// portable: plain SQL only (dblock.WithPortable).
+	portable bool
 	// waitsThroughOutage lets connect return a pool whose server does not
 	// answer yet (run --wait: the wait rides out the outage).
 	waitsThroughOutage bool
@@ -33,7 +35,16 @@ func addCommon(fs *flag.FlagSet) *common {
 	fs.StringVar(&c.dsn, "dsn", "", "database `DSN`: postgres://…, mysql://… or sqlite:PATH (default $DBLOCK_DSN)")
 	fs.StringVar(&c.table, "table", dblock.DefaultTable, "lock table `name`")
 	fs.BoolVar(&c.verbose, "v", false, "log debug messages to stderr")
+	fs.BoolVar(&c.portable, "portable", false, "plain SQL only, as on a distributed SQL engine (TiDB, CockroachDB and YugabyteDB are recognised without it)")
 	return c
+}
+
+// modeOpts returns the options --portable stands for.
+func (c *common) modeOpts(opts ...dblock.Option) []dblock.Option {
+	if c.portable {
+		opts = append(opts, dblock.WithPortable())
+	}
+	return opts
 }
 
 // check validates the flags that need no database.
@@ -102,7 +113,7 @@ func (c *common) connect(ctx context.Context, a *app) (*sql.DB, target, error) {
 		return nil, t, exitErr(connectExit(err), fmt.Errorf("cannot reach the database at %s: %w", t.redacted, err))
 	}
 	if embedded { // our own file: keep its schema current
-		if err := dblock.Migrate(ctx, db, dblock.WithTable(c.table), dblock.WithDialect(dblock.SQLite)); err != nil {
+		if err := dblock.Migrate(ctx, db, c.modeOpts(dblock.WithTable(c.table), dblock.WithDialect(dblock.SQLite))...); err != nil {
 			db.Close()
 			return nil, t, exitf(exitConfig, "migrating the embedded database %s: %v", t.redacted, err)
 		}
@@ -132,8 +143,8 @@ func (c *common) open(ctx context.Context, a *app) (l *dblock.Locker, t target, 
 	if err != nil {
 		return nil, t, nil, err
 	}
-	l, err = dblock.New(db, dblock.WithTable(c.table), dblock.WithTTL(c.ttl),
-		dblock.WithDialect(t.dialect), dblock.WithLogger(c.logger(a)))
+	l, err = dblock.New(db, c.modeOpts(dblock.WithTable(c.table), dblock.WithTTL(c.ttl),
+		dblock.WithDialect(t.dialect), dblock.WithLogger(c.logger(a)))...)
 	if err != nil {
 		db.Close()
 		return nil, t, nil, err

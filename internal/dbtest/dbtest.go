@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dialect"
 	_ "github.com/go-sql-driver/mysql" // registers "mysql"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
 	_ "modernc.org/sqlite"             // registers "sqlite"
@@ -31,7 +32,20 @@ import (
 const (
 	DefaultPostgresDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 	DefaultMySQLDSN    = "root@tcp(127.0.0.1:3306)/test"
+	// DefaultTiDBDSN is the single-node TiDB that scripts/tidb.sh starts.
+	// TiDB speaks MySQL's protocol: the TiDB runs point DBLOCK_MYSQL_DSN
+	// at it (DBLOCK_TIDB_DSN overrides this default).
+	DefaultTiDBDSN = "root@tcp(127.0.0.1:4000)/test"
 )
+
+// TiDBDSN returns the DSN of the TiDB server, from DBLOCK_TIDB_DSN or the
+// default.
+func TiDBDSN() string {
+	if s := os.Getenv("DBLOCK_TIDB_DSN"); s != "" {
+		return s
+	}
+	return DefaultTiDBDSN
+}
 
 // SQLiteParams are the DSN parameters every SQLite pool needs to lock from
 // many goroutines and processes: WAL, so readers never wait for the writer,
@@ -126,15 +140,16 @@ func TableName() string {
 	return "t_" + hex.EncodeToString(b[:])
 }
 
-// Table migrates a fresh random lock table on db and drops it (and what
-// derives from it) when the test ends.
-func Table(t testing.TB, db *sql.DB, d dblock.Dialect) string {
+// Table migrates a fresh random lock table on db (with Migrate's options
+// opts besides the table and dialect) and drops it (and what derives from
+// it) when the test ends.
+func Table(t testing.TB, db *sql.DB, d dblock.Dialect, opts ...dblock.Option) string {
 	t.Helper()
 	name := TableName()
 	Drop(t, db, d, name)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := dblock.Migrate(ctx, db, dblock.WithTable(name), dblock.WithDialect(d)); err != nil {
+	if err := dblock.Migrate(ctx, db, append([]dblock.Option{dblock.WithTable(name), dblock.WithDialect(d)}, opts...)...); err != nil {
 		t.Fatalf("dbtest: migrate %s: %v", name, err)
 	}
 	return name
@@ -254,4 +269,24 @@ func testFile(t testing.TB) string {
 		}
 	})
 	return path
+}
+
+// Engine returns the engine behind db (TiDB when DBLOCK_MYSQL_DSN points
+// at one), for the few checks that differ there.
+func Engine(t testing.TB, db *sql.DB, d dblock.Dialect) dialect.Engine {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e, err := dialect.DetectEngine(ctx, db, string(d))
+	if err != nil {
+		t.Fatalf("dbtest: reading the server's version: %v", err)
+	}
+	return e
+}
+
+// NoTrigger reports whether the table on db has no token fence trigger
+// (a distributed engine, or portable mode): rows deleted by hand, not by
+// Reap, then start their tokens again from the fence.
+func NoTrigger(t testing.TB, db *sql.DB, d dblock.Dialect) bool {
+	return d == dblock.MySQL && Engine(t, db, d).Distributed()
 }

@@ -29,40 +29,55 @@ var builders = map[dblock.Dialect]func(dialect.Config) dialect.Dialect{
 // TestConformance runs the one contract of internal/dialect against every
 // dialect, method by method, on a freshly migrated table of a real
 // database: what the core relies on, whatever the database.
+//
+// On the servers it runs twice: as the dialect chooses by the server's
+// engine, and in portable mode (plain SQL only: no trigger, advisory lock
+// or notification), for the distributed engines that cannot run here.
 func TestConformance(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, name dblock.Dialect) {
-		db := dbtest.Open(t, name)
-		table := dbtest.Table(t, db, name)
-		d := builders[name](dialect.Config{Table: table})
-		if d.Name() != string(name) {
-			t.Fatalf("Name() = %q, want %q", d.Name(), name)
-		}
-		for _, c := range []struct {
-			name string
-			fn   func(t *testing.T, c conf)
-		}{
-			{"exclusion", confExclusion},
-			{"reentry", confReentry},
-			{"take", confTake},
-			{"handoff", confHandoff},
-			{"renew", confRenew},
-			{"reap", confReap},
-			{"admin", confAdmin},
-			{"linger", confLinger},
-			{"batch", confBatch},
-			{"tx", confTx},
-			{"data", confData},
-			{"takeAny", confTakeAny},
-			{"heldKeys", confHeldKeys},
-			{"classify", confClassify},
-		} {
-			t.Run(c.name, func(t *testing.T) {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				c.fn(t, conf{ctx: ctx, d: d, db: db, key: c.name + "/k"})
-			})
+		conformance(t, name, false)
+		if name != dblock.SQLite {
+			t.Run("portable", func(t *testing.T) { conformance(t, name, true) })
 		}
 	})
+}
+
+func conformance(t *testing.T, name dblock.Dialect, portable bool) {
+	db := dbtest.Open(t, name)
+	var opts []dblock.Option
+	if portable {
+		opts = append(opts, dblock.WithPortable())
+	}
+	table := dbtest.Table(t, db, name, opts...)
+	d := builders[name](dialect.Config{Table: table, Portable: portable})
+	if d.Name() != string(name) {
+		t.Fatalf("Name() = %q, want %q", d.Name(), name)
+	}
+	for _, c := range []struct {
+		name string
+		fn   func(t *testing.T, c conf)
+	}{
+		{"exclusion", confExclusion},
+		{"reentry", confReentry},
+		{"take", confTake},
+		{"handoff", confHandoff},
+		{"renew", confRenew},
+		{"reap", confReap},
+		{"admin", confAdmin},
+		{"linger", confLinger},
+		{"batch", confBatch},
+		{"tx", confTx},
+		{"data", confData},
+		{"takeAny", confTakeAny},
+		{"heldKeys", confHeldKeys},
+		{"classify", confClassify},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			c.fn(t, conf{ctx: ctx, d: d, db: db, key: c.name + "/k"})
+		})
+	}
 }
 
 // conf is one case's dialect, database and key of its own.
@@ -177,6 +192,10 @@ func confRenew(t *testing.T, c conf) {
 
 func confReap(t *testing.T, c conf) {
 	token := c.upsert(t, c.key, "a")
+	for range 3 { // a token above a fresh row's, where tokens count per key
+		c.release(t, c.key, "a", token)
+		token = c.upsert(t, c.key, "a")
+	}
 	held := c.upsert(t, c.key+"held", "a")
 	c.release(t, c.key, "a", token)
 	keys, err := c.d.Reap(c.ctx, c.db, dialect.ReapBatch)

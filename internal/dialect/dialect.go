@@ -63,6 +63,9 @@ type Config struct {
 	// DurableRelease makes releases wait for the disk where they would
 	// otherwise commit asynchronously (dblock.WithDurableRelease).
 	DurableRelease bool
+	// Portable limits the dialect to plain SQL (dblock.WithPortable); it
+	// also does so by itself on a distributed engine (Engine.Distributed).
+	Portable bool
 }
 
 // Dialect is one database's SQL. Every statement is fixed text over the

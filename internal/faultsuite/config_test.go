@@ -14,6 +14,8 @@ const (
 	longEnv   = "DBLOCK_FAULT_LONG"   // "1": the long local run
 	seedEnv   = "DBLOCK_FAULT_SEED"   // replays the fault schedule of a logged seed
 	workerEnv = "DBLOCK_FAULT_WORKER" // JSON workerSpec: turns TestWorkerProcess into a worker
+	// "1": every Locker and the migration in portable mode (WithPortable)
+	portableEnv = "DBLOCK_FAULT_PORTABLE"
 )
 
 // size is how big a run is.
@@ -63,6 +65,7 @@ type workerSpec struct {
 	Holders   int
 	Seed      int64
 	MaxRun    time.Duration // the worker gives up after this even if its parent lives
+	Portable  bool          // WithPortable
 }
 
 func (s workerSpec) encode() string {

@@ -16,6 +16,9 @@ func (r *run) inject() {
 	if kind == "sigkill" && len(live) < len(r.procs) {
 		kind = "cut" // one process down at a time: keep the others busy
 	}
+	if kind == "terminate" && r.noKill {
+		kind = "cut" // see run.noKill
+	}
 	if len(live) == 0 {
 		return
 	}

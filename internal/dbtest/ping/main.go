@@ -1,7 +1,9 @@
 // Command ping checks that the test databases answer at their DSNs
 // (DBLOCK_POSTGRES_DSN, DBLOCK_MYSQL_DSN, DBLOCK_SQLITE_DSN or the defaults).
 // It prints one line per database and exits 1 if any is unreachable.
-// Arguments pick databases: "postgres", "mysql", "sqlite"; none means all.
+// Arguments pick databases: "postgres", "mysql", "sqlite", or "tidb" (the
+// MySQL driver at DBLOCK_TIDB_DSN, scripts/tidb.sh); none means the first
+// three.
 package main
 
 import (
@@ -38,7 +40,11 @@ func main() {
 }
 
 func ping(d dblock.Dialect) error {
-	db, err := sql.Open(dbtest.DriverName(d), dbtest.DSN(d))
+	driverName, dsn := "mysql", dbtest.TiDBDSN()
+	if d != "tidb" {
+		driverName, dsn = dbtest.DriverName(d), dbtest.DSN(d)
+	}
+	db, err := sql.Open(driverName, dsn)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -46,6 +47,16 @@ type mysqlDialect struct {
 	// confirms which of its calls it did.
 	cycleMany, confirmMany *dialect.Sized
 	tx                     *myTx
+	reapRaiseSQL           string
+	// TiDB's renewal reads, by key only (renewLockKeys).
+	renewLockKeysSQL, renewCheckKeysSQL string
+	// portable: plain SQL only (dialect.Config.Portable); tidb: the
+	// statements for TiDB.
+	portable, tidb bool
+	// engine learns whether the server is TiDB, whose statements are ti's
+	// (nil in ti itself).
+	engine *dialect.EngineProbe
+	ti     *mysqlDialect
 }
 
 var _ dialect.Dialect = (*mysqlDialect)(nil)
@@ -58,12 +69,28 @@ var queries = dialect.ParseQueries(queriesSQL)
 
 const myExpired = `update_time + INTERVAL lease_ms * 1000 MICROSECOND <= UTC_TIMESTAMP(6)`
 
-// New returns the MySQL dialect of cfg.Table.
+// New returns the MySQL dialect of cfg.Table: for MySQL and MariaDB, and
+// for TiDB, which it recognises by the server's version at its first
+// statement that differs there.
 func New(cfg dialect.Config) dialect.Dialect {
+	m := build(cfg, false)
+	m.ti = build(cfg, true)
+	m.engine = dialect.NewEngineProbe(dialect.MySQL)
+	return m
+}
+
+// build returns the statements of cfg.Table for MySQL and MariaDB, or with
+// tidb for TiDB.
+func build(cfg dialect.Config, tidb bool) *mysqlDialect {
 	table := cfg.Table
-	m := &mysqlDialect{table: table}
+	m := &mysqlDialect{table: table, portable: cfg.Portable || tidb, tidb: tidb}
+	share, checkLock, skipLocked := "LOCK IN SHARE MODE", "LOCK IN SHARE MODE", "SKIP LOCKED"
+	if tidb {
+		share, checkLock, skipLocked = "", "FOR UPDATE", "NOWAIT"
+	}
 	r := strings.NewReplacer("{t}", m.Quote(table), "{fence}", m.Quote(table+"_fence"),
-		"{free}", "(depth = 0 OR "+myExpired+")", "{expired}", myExpired)
+		"{free}", "(depth = 0 OR "+myExpired+")", "{expired}", myExpired,
+		"{share}", share, "{checkLock}", checkLock, "{skipLocked}", skipLocked)
 	m.acquireSQL = queries.Get("acquire", r)
 	m.takeSQL = queries.Get("take", r)
 	m.releaseSQL = queries.Get("release", r)
@@ -78,6 +105,9 @@ func New(cfg dialect.Config) dialect.Dialect {
 	m.reapScan = queries.Get("reapScan", r)
 	m.reapLockSQL = queries.Get("reapLock", r)
 	m.reapDelSQL = queries.Get("reapDel", r)
+	m.reapRaiseSQL = queries.Get("reapRaise", r)
+	m.renewLockKeysSQL = queries.Get("renewLockKeys", r)
+	m.renewCheckKeysSQL = queries.Get("renewCheckKeys", r)
 	m.getSQL = queries.Get("get", m.adminReplacer())
 	m.setDataSQL = queries.Get("setData", r)
 	m.liveSQL = queries.Get("live", r)
@@ -119,8 +149,27 @@ func (m *mysqlDialect) Take(ctx context.Context, q dialect.Querier, key, owner s
 	return token, err == nil, err
 }
 
+// on returns the statements for the engine behind q: ti on TiDB.
+func (m *mysqlDialect) on(ctx context.Context, q dialect.Querier) (*mysqlDialect, error) {
+	if m.engine == nil {
+		return m, nil
+	}
+	e, err := m.engine.Get(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if e == dialect.EngineTiDB {
+		return m.ti, nil
+	}
+	return m, nil
+}
+
 // Upsert implements dialect.Dialect.
 func (m *mysqlDialect) Upsert(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration, data []byte) (int64, bool, error) {
+	m, err := m.on(ctx, q)
+	if err != nil {
+		return 0, false, err
+	}
 	ms := ttl.Milliseconds()
 	res, err := q.ExecContext(ctx, m.acquireSQL, key, owner, ms, data,
 		data, owner, data, // data
@@ -133,10 +182,32 @@ func (m *mysqlDialect) Upsert(ctx context.Context, q dialect.Querier, key, owner
 		return 0, false, err
 	}
 	token, err := res.LastInsertId()
-	if err != nil {
+	if err != nil || token <= 0 { // -1: held by another owner
 		return 0, false, err
 	}
-	return token, token > 0, nil
+	if m.tidb {
+		return m.confirmUpsert(ctx, q, res, key, owner, token)
+	}
+	return token, true, nil
+}
+
+// confirmUpsert decides a TiDB upsert by the rows it changed: TiDB reports
+// the LAST_INSERT_ID of the statement's SELECT when the key was held by
+// another owner and nothing changed. An insert and, with the DSN's
+// clientFoundRows, a row found unchanged both report one row: a read of the
+// acquisition tells them apart.
+func (m *mysqlDialect) confirmUpsert(ctx context.Context, q dialect.Querier, res sql.Result, key, owner string, token int64) (int64, bool, error) {
+	n, err := res.RowsAffected()
+	switch {
+	case err != nil || n == 0:
+		return 0, false, err
+	case n == 1:
+		ok, err := dialect.RowExists(ctx, q, m.liveSQL, key, owner, token)
+		if err != nil || !ok {
+			return 0, false, err
+		}
+	}
+	return token, true, nil
 }
 
 // release tries the last level's release first: when that finds nothing
@@ -173,7 +244,22 @@ func (m *mysqlDialect) Handoff(ctx context.Context, q dialect.Querier, key, owne
 	return newToken, err == nil, err
 }
 
+// MigrateLock takes GET_LOCK, or in portable mode (and on TiDB, which
+// clamps GET_LOCK's timeout) the version table's lock row.
 func (m *mysqlDialect) MigrateLock(ctx context.Context, conn *sql.Conn, name string) (func() error, error) {
+	v, err := m.on(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	if v.portable {
+		vt := m.Quote(m.table + "_version")
+		return dialect.RowMigrateLock(ctx, conn, dialect.RowLockSQL{
+			Create:  m.versionDDL,
+			Take:    `INSERT IGNORE INTO ` + vt + ` (version, applied_at) VALUES (-1, UTC_TIMESTAMP(6))`,
+			Stale:   `DELETE FROM ` + vt + ` WHERE version = -1 AND applied_at < UTC_TIMESTAMP(6) - INTERVAL ` + fmt.Sprint(int(dialect.StaleAfter.Seconds())) + ` SECOND`,
+			Release: `DELETE FROM ` + vt + ` WHERE version = -1`,
+		})
+	}
 	lockName := "dblock.migrate." + name
 	wait := 60
 	if dl, ok := ctx.Deadline(); ok {
@@ -205,6 +291,10 @@ const (
 	erBadField        = 1054 // unknown column: the schema is older than the code
 	erLockWaitTimeout = 1205
 	erLockDeadlock    = 1213
+	// TiDB's: a write conflict, and a KV error safe to retry; the
+	// statement did nothing.
+	tidbWriteConflict = 9007
+	tidbRetryable     = 8022
 )
 
 func (m *mysqlDialect) Classify(err error) dialect.Class {
@@ -213,7 +303,7 @@ func (m *mysqlDialect) Classify(err error) dialect.Class {
 		switch me.Number {
 		case erNoSuchTable, erBadField:
 			return dialect.NoTable
-		case erLockDeadlock, erLockWaitTimeout:
+		case erLockDeadlock, erLockWaitTimeout, tidbWriteConflict, tidbRetryable:
 			return dialect.RolledBack
 		}
 		if dberr.Conn(err) { // the server is shutting down, or killed the session
@@ -238,6 +328,10 @@ func (m *mysqlDialect) AlreadyApplied(error) bool { return false }
 
 // Kinds implements dialect.Dialect.
 func (m *mysqlDialect) Kinds() map[string]string {
-	return map[string]string{m.acquireSQL: "upsert", m.takeSQL: "take", m.handoffSQL: "handoff",
+	kinds := map[string]string{m.acquireSQL: "upsert", m.takeSQL: "take", m.handoffSQL: "handoff",
 		m.releaseSQL: "release", m.releaseLastSQL: "release"}
+	if m.ti != nil {
+		maps.Copy(kinds, m.ti.Kinds())
+	}
+	return kinds
 }

@@ -4,26 +4,51 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/dblockhq/dblock/internal/dialect"
 )
 
-func (m *mysqlDialect) Renew(ctx context.Context, db *sql.DB, refs []dialect.Ref) (lost, busy []dialect.Ref, err error) {
-	keyArgs := make([]any, 0, len(refs))
-	refArgs := make([]any, 0, 2*len(refs))
+// refsQuery returns text with {keys} and {refs} set for refs, and its
+// arguments: the keys, then each (key, token).
+func refsQuery(text string, refs []dialect.Ref) (string, []any) {
+	args := make([]any, 0, 3*len(refs))
 	for _, r := range refs {
-		keyArgs = append(keyArgs, r.Key)
-		refArgs = append(refArgs, r.Key, r.Token)
+		args = append(args, r.Key)
 	}
-	args := append(keyArgs, refArgs...)
-	refsSQL := strings.NewReplacer("{keys}", dialect.Placeholders("?", len(refs)), "{refs}", dialect.Placeholders("(?, ?)", len(refs)))
-	renewed, err := m.renewLocked(ctx, db, refsSQL.Replace(m.renewLockSQL), args)
+	for _, r := range refs {
+		args = append(args, r.Key, r.Token)
+	}
+	return strings.NewReplacer("{keys}", dialect.Placeholders("?", len(refs)), "{refs}", dialect.Placeholders("(?, ?)", len(refs))).Replace(text), args
+}
+
+// renewQuery returns byRef for refs or, on TiDB, byKey (whose rows the
+// caller compares with refs).
+func (m *mysqlDialect) renewQuery(byRef, byKey string, refs []dialect.Ref) (string, []any) {
+	if !m.tidb {
+		return refsQuery(byRef, refs)
+	}
+	args := make([]any, len(refs))
+	for i, r := range refs {
+		args[i] = r.Key
+	}
+	return strings.Replace(byKey, "{keys}", dialect.Placeholders("?", len(refs)), 1), args
+}
+
+func (m *mysqlDialect) Renew(ctx context.Context, db *sql.DB, refs []dialect.Ref) (lost, busy []dialect.Ref, err error) {
+	m, err = m.on(ctx, db)
+	if err != nil {
+		return nil, nil, err
+	}
+	renewed, err := m.renewLocked(ctx, db, refs)
 	if err != nil || len(renewed) == len(refs) {
 		return nil, nil, err
 	}
 	// Some were skipped or are gone: find which acquisitions are still ours.
-	rows, err := db.QueryContext(ctx, refsSQL.Replace(m.renewCheckSQL), args...)
+	query, args := m.renewQuery(m.renewCheckSQL, m.renewCheckKeysSQL, refs)
+	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -47,7 +72,7 @@ func (m *mysqlDialect) Renew(ctx context.Context, db *sql.DB, refs []dialect.Ref
 
 // renewLocked renews the live acquisitions whose rows it can lock at once
 // and returns them.
-func (m *mysqlDialect) renewLocked(ctx context.Context, db *sql.DB, lockSQL string, args []any) (_ map[dialect.Ref]struct{}, err error) {
+func (m *mysqlDialect) renewLocked(ctx context.Context, db *sql.DB, refs []dialect.Ref) (_ map[dialect.Ref]struct{}, err error) {
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, err
@@ -57,13 +82,22 @@ func (m *mysqlDialect) renewLocked(ctx context.Context, db *sql.DB, lockSQL stri
 			_ = tx.Rollback()
 		}
 	}()
-	rows, err := tx.QueryContext(ctx, lockSQL, args...)
+	renewed, err := m.lockRows(ctx, tx, refs, func(refs []dialect.Ref) (string, []any) {
+		return m.renewQuery(m.renewLockSQL, m.renewLockKeysSQL, refs)
+	})
 	if err != nil {
 		return nil, err
 	}
-	renewed, err := dialect.ScanRefs(rows)
-	if err != nil {
-		return nil, err
+	if m.tidb { // read by key: keep the rows of our acquisitions
+		want := make(map[dialect.Ref]struct{}, len(refs))
+		for _, r := range refs {
+			want[r] = struct{}{}
+		}
+		for r := range renewed {
+			if _, ok := want[r]; !ok {
+				delete(renewed, r)
+			}
+		}
 	}
 	if len(renewed) > 0 {
 		kargs := make([]any, 0, len(renewed))
@@ -77,7 +111,44 @@ func (m *mysqlDialect) renewLocked(ctx context.Context, db *sql.DB, lockSQL stri
 	return renewed, tx.Commit()
 }
 
+// lockRows runs the locking read that query builds for refs in tx, and
+// returns the (key, token) rows it locked, skipping rows that another
+// transaction holds. On TiDB, whose SKIP LOCKED returns locked rows without
+// locking them, the read says NOWAIT instead; when that fails on a locked
+// row, each ref is read alone and those locked elsewhere are skipped (a
+// pessimistic TiDB transaction survives a failed statement).
+func (m *mysqlDialect) lockRows(ctx context.Context, tx *sql.Tx, refs []dialect.Ref, query func([]dialect.Ref) (string, []any)) (map[dialect.Ref]struct{}, error) {
+	read := func(refs []dialect.Ref) (map[dialect.Ref]struct{}, error) {
+		text, args := query(refs)
+		rows, err := tx.QueryContext(ctx, text, args...)
+		if err != nil {
+			return nil, err
+		}
+		return dialect.ScanRefs(rows)
+	}
+	got, err := read(refs)
+	if err == nil || !m.tidb || !isNowaitErr(err) {
+		return got, err
+	}
+	got = make(map[dialect.Ref]struct{})
+	for _, r := range refs {
+		one, err := read([]dialect.Ref{r})
+		if isNowaitErr(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(got, one)
+	}
+	return got, nil
+}
+
 func (m *mysqlDialect) Reap(ctx context.Context, db *sql.DB, limit int) (keys []string, err error) {
+	m, err = m.on(ctx, db)
+	if err != nil {
+		return nil, err
+	}
 	// READ COMMITTED: the DELETE may scan the whole table (single-table
 	// DELETE takes no index hint); at this level InnoDB releases the rows
 	// that do not match at once and takes no gap locks, so live locks are
@@ -106,20 +177,33 @@ func (m *mysqlDialect) Reap(ctx context.Context, db *sql.DB, limit int) (keys []
 	if err != nil || len(cand) == 0 {
 		return nil, errors.Join(err, tx.Commit())
 	}
-	args := make([]any, len(cand))
+	refs := make([]dialect.Ref, len(cand))
 	for i, k := range cand {
-		args[i] = k
+		refs[i].Key = k
 	}
-	marks := dialect.Placeholders("?", len(cand))
-	rows, err = tx.QueryContext(ctx, strings.Replace(m.reapLockSQL, "{keys}", marks, 1), args...)
+	locked, err := m.lockRows(ctx, tx, refs, func(refs []dialect.Ref) (string, []any) {
+		args := make([]any, len(refs))
+		for i, r := range refs {
+			args[i] = r.Key
+		}
+		return strings.Replace(m.reapLockSQL, "{keys}", dialect.Placeholders("?", len(refs)), 1), args
+	})
 	if err != nil {
 		return nil, err
 	}
-	if keys, err = dialect.ScanStrings(rows); err != nil {
-		return nil, err
+	var top int64
+	for r := range locked {
+		keys = append(keys, r.Key)
+		top = max(top, r.Token)
+	}
+	slices.Sort(keys)
+	if top > floor {
+		if _, err = tx.ExecContext(ctx, m.reapRaiseSQL, top); err != nil {
+			return nil, err
+		}
 	}
 	if len(keys) > 0 {
-		args = args[:0]
+		args := make([]any, 0, len(keys))
 		for _, k := range keys {
 			args = append(args, k)
 		}

@@ -42,6 +42,10 @@ func (m *mysqlDialect) TakeAny(ctx context.Context, q dialect.Querier, keys []st
 
 // Ensure implements dialect.Dialect, one insert per missing row.
 func (m *mysqlDialect) Ensure(ctx context.Context, q dialect.Querier, keys []string) (int, error) {
+	m, err := m.on(ctx, q)
+	if err != nil {
+		return 0, err
+	}
 	rows, err := q.QueryContext(ctx, withKeys(m.existingSQL, len(keys)), keyArgs(nil, keys)...)
 	if err != nil {
 		return 0, err

@@ -72,6 +72,10 @@ func (m *mysqlDialect) probe(ctx context.Context, db *sql.DB, key string) (rowSt
 // dialect.ErrLocked rather than waiting with it: waiting would stop the holder's
 // renewals and Unlock until tx ends.
 func (m *mysqlDialect) LockTx(ctx context.Context, db *sql.DB, tx *sql.Tx, key string, nowait bool) (int64, bool, error) {
+	m, err := m.on(ctx, db)
+	if err != nil {
+		return 0, false, err
+	}
 	for range myCreateTries {
 		st, err := m.probe(ctx, db, key)
 		if err != nil || st == rowLive {
@@ -122,6 +126,10 @@ func isNowaitErr(err error) bool {
 }
 
 func (m *mysqlDialect) CheckTx(ctx context.Context, tx *sql.Tx, key, owner string, token int64) (bool, error) {
+	m, err := m.on(ctx, tx)
+	if err != nil {
+		return false, err
+	}
 	return dialect.RowExists(ctx, tx, m.tx.check, key, owner, token)
 }
 

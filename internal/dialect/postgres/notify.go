@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
+	"fmt"
 	"strings"
 
 	"github.com/dblockhq/dblock/internal/dialect"
@@ -26,6 +27,11 @@ func (p *postgres) channel() string { return "dblock_" + p.table }
 // by no Locker in particular (a reap, ForceUnlock). A tag names a key
 // without showing it (see tag); a forged event costs a waiter one re-check.
 func (p *postgres) Listen(ctx context.Context, db *sql.DB, ready func(), onEvent func(bool, string, string)) error {
+	if v, err := p.on(ctx, db); err != nil {
+		return err
+	} else if v.portable {
+		return fmt.Errorf("%w: a distributed engine, in portable mode", dialect.ErrNoNotify)
+	}
 	cfg, err := pgxConfig(ctx, db)
 	if err != nil {
 		return err
@@ -107,6 +113,14 @@ func (p *postgres) Want(ctx context.Context, q dialect.Querier, from string, key
 }
 
 // Freed sends "R:<tag>", a release by no Locker in particular, for each key.
+// freed is Freed unless the statements are portable (no notifications).
+func (p *postgres) freed(ctx context.Context, q dialect.Querier, keys []string) error {
+	if p.portable {
+		return nil
+	}
+	return p.Freed(ctx, q, keys)
+}
+
 func (p *postgres) Freed(ctx context.Context, q dialect.Querier, keys []string) error {
 	if len(keys) == 0 {
 		return nil

@@ -36,6 +36,12 @@ type postgres struct {
 	fenceKey               int64          // the reap fence's advisory lock
 	versionDDL             string
 	tx                     *pgTx
+	// portable: plain SQL only (dialect.Config.Portable). Otherwise pt
+	// holds the portable statements, used once engine finds CockroachDB
+	// or YugabyteDB behind the connection.
+	portable bool
+	engine   *dialect.EngineProbe
+	pt       *postgres
 }
 
 var _ dialect.Dialect = (*postgres)(nil)
@@ -56,11 +62,38 @@ const pgAsyncCommit = `FROM (SELECT set_config('synchronous_commit', 'off', true
 // pgAsyncJoin is pgAsyncCommit as the first item of a longer FROM list.
 const pgAsyncJoin = `(SELECT set_config('synchronous_commit', 'off', true)) AS async, `
 
-// New returns the PostgreSQL dialect of cfg.
-func New(cfg dialect.Config) dialect.Dialect { return build(cfg.Table, cfg.DurableRelease) }
+// New returns the PostgreSQL dialect of cfg. In portable mode, and on the
+// distributed engines it recognises by their version at its first
+// statement that differs there, it uses plain SQL only: no advisory locks,
+// no notifications, no asynchronous commits, no shared row locks.
+func New(cfg dialect.Config) dialect.Dialect {
+	if cfg.Portable {
+		return build(cfg.Table, true, true)
+	}
+	p := build(cfg.Table, cfg.DurableRelease, false)
+	p.pt = build(cfg.Table, true, true)
+	p.engine = dialect.NewEngineProbe(dialect.Postgres)
+	return p
+}
 
-func build(table string, durableRelease bool) *postgres {
-	p := &postgres{table: table}
+// on returns the statements for the engine behind q: pt on a distributed
+// engine.
+func (p *postgres) on(ctx context.Context, q dialect.Querier) (*postgres, error) {
+	if p.engine == nil {
+		return p, nil
+	}
+	e, err := p.engine.Get(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if e.Distributed() {
+		return p.pt, nil
+	}
+	return p, nil
+}
+
+func build(table string, durableRelease, portable bool) *postgres {
+	p := &postgres{table: table, portable: portable}
 	t := p.Quote(table)
 	seq := p.Quote(table + "_token_seq")
 	p.fenceKey = advisoryKey("dblock.reap:" + table)
@@ -68,8 +101,12 @@ func build(table string, durableRelease bool) *postgres {
 	if durableRelease {
 		async, asyncJoin = "", ""
 	}
+	checkLock := "FOR SHARE"
+	if portable {
+		checkLock = "FOR UPDATE"
+	}
 	r := strings.NewReplacer("{t}", t, "{seq}", strings.ReplaceAll(seq, `'`, `''`), "{expired}", pgExpired,
-		"{async}", async, "{asyncJoin}", asyncJoin)
+		"{async}", async, "{asyncJoin}", asyncJoin, "{checkLock}", checkLock)
 	p.acquireSQL = queries.Get("acquire", r)
 	p.takeSQL = queries.Get("take", r)
 	p.releaseSQL = queries.Get("release", r)
@@ -100,8 +137,26 @@ func (p *postgres) Quote(ident string) string { return `"` + ident + `"` }
 func (p *postgres) TakesInPlace() bool { return true }
 
 // Upsert holds the table's reap fence before it draws the insert token.
+// In portable mode, without advisory locks, it never inserts a held row:
+// it takes the row in place, and only when the row is missing creates it
+// released (Ensure) and takes it in place then, so every token it hands
+// out is drawn on the locked row, after any reap of the key committed.
 func (p *postgres) Upsert(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration, data []byte) (int64, bool, error) {
-	return dialect.ScanToken(q.QueryRowContext(ctx, p.acquireSQL, key, owner, ttl.Milliseconds(), p.fenceKey, data))
+	p, err := p.on(ctx, q)
+	if err != nil {
+		return 0, false, err
+	}
+	if !p.portable {
+		return dialect.ScanToken(q.QueryRowContext(ctx, p.acquireSQL, key, owner, ttl.Milliseconds(), p.fenceKey, data))
+	}
+	token, ok, err := p.Take(ctx, q, key, owner, ttl, data)
+	if ok || err != nil {
+		return token, ok, err
+	}
+	if created, err := p.Ensure(ctx, q, []string{key}); created == 0 || err != nil {
+		return 0, false, err // the row exists: another owner holds it
+	}
+	return p.Take(ctx, q, key, owner, ttl, data)
 }
 
 // Take takes key in place, alone.
@@ -221,6 +276,10 @@ const reapLockTimeout = "50ms"
 // locked row and needs no fence; transactions that merely hold rows (LockTx,
 // Check) do not take it either and do not delay reaping.
 func (p *postgres) Reap(ctx context.Context, db *sql.DB, limit int) (keys []string, err error) {
+	p, err = p.on(ctx, db)
+	if err != nil {
+		return nil, err
+	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -233,7 +292,10 @@ func (p *postgres) Reap(ctx context.Context, db *sql.DB, limit int) (keys []stri
 	if _, err = tx.ExecContext(ctx, `SET LOCAL lock_timeout = '`+reapLockTimeout+`'`); err != nil {
 		return nil, err
 	}
-	if _, err = tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, p.fenceKey); err != nil {
+	if p.portable {
+		// No upsert inserts a held row with a token drawn before its wait
+		// (see Upsert): no fence to take.
+	} else if _, err = tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, p.fenceKey); err != nil {
 		if dberr.SQLState(err) == pgLockNotAvailable {
 			err = fmt.Errorf("%w: acquires in flight, reaping later: %w", dialect.ErrLockTimeout, err)
 		}
@@ -249,7 +311,7 @@ func (p *postgres) Reap(ctx context.Context, db *sql.DB, limit int) (keys []stri
 	}
 	// A waiter for a key whose lease ran out hears of it at the commit, not
 	// at its next poll. (Released rows were announced when released.)
-	if err = p.Freed(ctx, tx, lapsed); err != nil {
+	if err = p.freed(ctx, tx, lapsed); err != nil {
 		return nil, err
 	}
 	return keys, tx.Commit()
@@ -273,7 +335,22 @@ func scanReaped(rows *sql.Rows) (keys, lapsed []string, err error) {
 	return keys, lapsed, rows.Err()
 }
 
+// MigrateLock takes a session advisory lock or, in portable mode, the
+// version table's lock row.
 func (p *postgres) MigrateLock(ctx context.Context, conn *sql.Conn, name string) (func() error, error) {
+	v, err := p.on(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	if v.portable {
+		vt := p.Quote(p.table + "_version")
+		return dialect.RowMigrateLock(ctx, conn, dialect.RowLockSQL{
+			Create:  p.versionDDL,
+			Take:    `INSERT INTO ` + vt + ` (version) VALUES (-1) ON CONFLICT (version) DO NOTHING`,
+			Stale:   `DELETE FROM ` + vt + ` WHERE version = -1 AND applied_at < statement_timestamp() - interval '` + fmt.Sprint(int(dialect.StaleAfter.Seconds())) + ` seconds'`,
+			Release: `DELETE FROM ` + vt + ` WHERE version = -1`,
+		})
+	}
 	key := advisoryKey("dblock.migrate:" + name)
 	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {
 		return nil, err
@@ -319,7 +396,12 @@ func (p *postgres) Classify(err error) dialect.Class {
 func (p *postgres) Tx() dialect.Tx { return p }
 
 // Notifier implements dialect.Dialect.
-func (p *postgres) Notifier() dialect.Notifier { return p }
+func (p *postgres) Notifier() dialect.Notifier {
+	if p.portable {
+		return nil
+	}
+	return p
+}
 
 // AlreadyApplied implements dialect.Dialect: every DDL says IF NOT EXISTS.
 func (p *postgres) AlreadyApplied(error) bool { return false }

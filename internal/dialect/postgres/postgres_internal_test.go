@@ -7,7 +7,7 @@ import "testing"
 // acquires must take the same reap fence, and old and new Migrate calls
 // the same migration lock. These are the keys dblock has always used.
 func TestAdvisoryKeysStable(t *testing.T) {
-	if got := build("lock_table", false).fenceKey; got != 8217068655526852140 {
+	if got := build("lock_table", false, false).fenceKey; got != 8217068655526852140 {
 		t.Errorf("reap fence key of lock_table = %d; changed from 8217068655526852140", got)
 	}
 	if got := advisoryKey("dblock.migrate:lock_table"); got != -8355453532561688065 {

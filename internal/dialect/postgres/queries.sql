@@ -155,7 +155,7 @@ ON CONFLICT (key_id) DO NOTHING
 -- name: tx.check
 SELECT 1 FROM {t} AS l
 WHERE l.key_id = $1 AND l.memo = $2 AND l.token = $3 AND l.depth > 0 AND NOT ({expired})
-FOR SHARE
+{checkLock}
 
 -- name: queue.enqueue
 INSERT INTO {q} (key_id, memo, lease_ms) VALUES ($1, $2, $3) RETURNING ticket

@@ -113,6 +113,10 @@ func (p *postgres) rowNowait(ctx context.Context, tx *sql.Tx, key string) error 
 }
 
 func (p *postgres) CheckTx(ctx context.Context, tx *sql.Tx, key, owner string, token int64) (bool, error) {
+	p, err := p.on(ctx, tx)
+	if err != nil {
+		return false, err
+	}
 	return dialect.RowExists(ctx, tx, p.tx.check, key, owner, token)
 }
 

@@ -1,0 +1,96 @@
+package dialect
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+)
+
+// Engine is the server behind a dialect's wire protocol, learned from its
+// version string: TiDB speaks MySQL's, CockroachDB and YugabyteDB speak
+// PostgreSQL's.
+type Engine string
+
+// The engines dblock tells apart.
+const (
+	EnginePostgres    Engine = "postgres"
+	EngineCockroachDB Engine = "cockroachdb"
+	EngineYugabyteDB  Engine = "yugabytedb"
+	EngineMySQL       Engine = "mysql"
+	EngineMariaDB     Engine = "mariadb"
+	EngineTiDB        Engine = "tidb"
+	EngineSQLite      Engine = "sqlite"
+)
+
+// EngineOf names the engine of a dialect from the server's version string
+// (SELECT version()).
+func EngineOf(dialectName, version string) Engine {
+	v := strings.ToLower(version)
+	switch dialectName {
+	case Postgres:
+		switch {
+		case strings.Contains(v, "cockroachdb"):
+			return EngineCockroachDB
+		case strings.Contains(v, "-yb-"), strings.Contains(v, "yugabyte"):
+			return EngineYugabyteDB
+		}
+		return EnginePostgres
+	case MySQL:
+		switch {
+		case strings.Contains(v, "tidb"):
+			return EngineTiDB
+		case strings.Contains(v, "mariadb"):
+			return EngineMariaDB
+		}
+		return EngineMySQL
+	}
+	return EngineSQLite
+}
+
+// Distributed reports whether e is a distributed SQL engine, on which
+// dblock runs in portable mode: plain SQL only (no triggers, advisory
+// locks or notifications between sessions).
+func (e Engine) Distributed() bool {
+	return e == EngineTiDB || e == EngineCockroachDB || e == EngineYugabyteDB
+}
+
+// DetectEngine asks the server behind q which engine it is.
+func DetectEngine(ctx context.Context, q Querier, dialectName string) (Engine, error) {
+	if dialectName == SQLite {
+		return EngineSQLite, nil
+	}
+	var version string
+	if err := q.QueryRowContext(ctx, `SELECT version()`).Scan(&version); err != nil {
+		return "", err
+	}
+	return EngineOf(dialectName, version), nil
+}
+
+// EngineProbe learns the engine once, from the first statement that needs
+// it; a failed read is tried again next time. The zero value is ready; a
+// forced engine (Set) is never probed.
+type EngineProbe struct {
+	dialectName string
+	engine      atomic.Pointer[Engine]
+}
+
+// NewEngineProbe returns a probe for dialectName's servers.
+func NewEngineProbe(dialectName string) *EngineProbe {
+	return &EngineProbe{dialectName: dialectName}
+}
+
+// Set fixes the engine without asking the server.
+func (p *EngineProbe) Set(e Engine) { p.engine.Store(&e) }
+
+// Get returns the engine behind q, asking the server the first time.
+func (p *EngineProbe) Get(ctx context.Context, q Querier) (Engine, error) {
+	if e := p.engine.Load(); e != nil {
+		return *e, nil
+	}
+	e, err := DetectEngine(ctx, q, p.dialectName)
+	if err != nil {
+		return "", err
+	}
+	p.engine.CompareAndSwap(nil, &e)
+	return *p.engine.Load(), nil
+}
