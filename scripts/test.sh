@@ -4,7 +4,12 @@
 # of its own), the fault-injection suite (verbosely, so
 # its counts are printed), a smoke run of the bench command (-check: every
 # case runs, no errors, no overlapping holders; speed is not judged) and one
-# of the peer-libraries benchmark (bench/peers -check).
+# of the peer-libraries benchmark (bench/peers -check); then the same code
+# on TiDB (scripts/tidb.sh builds it once from the Go module proxy, cached
+# outside the repository, and starts it): the conformance suite, the root
+# package's tests, package advisory's refusal and the fault suite, with
+# DBLOCK_MYSQL_DSN pointed at it; and the fault suite in portable mode
+# (WithPortable) on PostgreSQL and MariaDB.
 # Every step runs even if an earlier one failed; a summary lists each step's
 # result and the script exits non-zero if any failed. A database that cannot
 # be had is a failure, not a skip.
@@ -33,6 +38,13 @@ step "bench smoke (dblock-bench -check)" go run ./cmd/dblock-bench -check -db al
   -ttl 2s -held 200 -intervals 1 -json "$out/r.json" -svg "$out/r.svg" -md "$out/r.md"
 step "peers smoke (bench/peers -check)" bash -c 'cd bench/peers && GOWORK=off go run . -check -db all -duration 300ms -rounds 1 -ttl 2s'
 rm -rf "$out"
+step "fault suite, portable mode (WithPortable)" env DBLOCK_FAULT_PORTABLE=1 go test -race -count=1 -timeout 20m -v "$@" -run TestFaults ./internal/faultsuite/
+tidb=${DBLOCK_TIDB_DSN:-root@tcp(127.0.0.1:4000)/test}
+step "TiDB (scripts/tidb.sh: build once, start)" ./scripts/tidb.sh
+step "TiDB: conformance and advisory (go test -race)" env DBLOCK_MYSQL_DSN="$tidb" go test -race -count=1 -timeout 20m "$@" \
+  -run 'TestConformance/mysql|TestEngineOf|TestDistributedEngineRefused/mysql' ./internal/dialect/ ./advisory/
+step "TiDB: root package (go test -race -run /mysql)" env DBLOCK_MYSQL_DSN="$tidb" go test -race -count=1 -timeout 20m "$@" -run '/mysql' .
+step "TiDB: fault suite" env DBLOCK_MYSQL_DSN="$tidb" go test -race -count=1 -timeout 20m -v "$@" -run 'TestFaults/mysql' ./internal/faultsuite/
 echo "== summary"
 printf '%s\n' "${results[@]}"
 exit $failed

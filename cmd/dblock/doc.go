@@ -15,7 +15,10 @@
 // With neither, dblock uses an embedded SQLite file (pure Go, no server):
 // locks.db in the user's cache directory, migrated on first use; its locks
 // exclude the processes of one user on one host. Every command also takes --table (default
-// lock_table) and -v; run and demo take --ttl (default 30s). Passwords are
+// lock_table), -v and --portable (plain SQL only, as dblock.WithPortable:
+// for a distributed SQL engine behind a proxy that hides its version; TiDB,
+// CockroachDB and YugabyteDB are recognised without it); run and demo take
+// --ttl (default 30s). Passwords are
 // never printed, and the command run starts never sees DBLOCK_DSN or
 // PGPASSWORD: give a command that needs the database a DSN of its own, for
 // example from a file only it reads, or through a variable set on the
