@@ -113,17 +113,14 @@ func (p *postgres) Want(ctx context.Context, q dialect.Querier, from string, key
 }
 
 // Freed sends "R:<tag>", a release by no Locker in particular, for each key.
-// freed is Freed unless the statements are portable (no notifications).
-func (p *postgres) freed(ctx context.Context, q dialect.Querier, keys []string) error {
-	if p.portable {
-		return nil
-	}
-	return p.Freed(ctx, q, keys)
-}
-
+// Freed announces keys, except on a distributed engine (no
+// notifications there).
 func (p *postgres) Freed(ctx context.Context, q dialect.Querier, keys []string) error {
 	if len(keys) == 0 {
 		return nil
+	}
+	if v, err := p.on(ctx, q); err != nil || v.portable {
+		return err
 	}
 	tags := make([]string, len(keys))
 	for i, k := range keys {

@@ -310,7 +310,7 @@ func (p *postgres) Reap(ctx context.Context, db *sql.DB, limit int) (keys []stri
 	}
 	// A waiter for a key whose lease ran out hears of it at the commit, not
 	// at its next poll. (Released rows were announced when released.)
-	if err = p.freed(ctx, tx, lapsed); err != nil {
+	if err = p.Freed(ctx, tx, lapsed); err != nil {
 		return nil, err
 	}
 	return keys, tx.Commit()
