@@ -136,7 +136,9 @@ func Migrate(ctx context.Context, db *sql.DB, opts ...Option) (err error) {
 	if err != nil {
 		return fmt.Errorf("dblock: migrate: reading the server's version: %w", err)
 	}
-	portable := c.portable || engine.Distributed()
+	// SQLite is one file on one host: portable mode leaves it as it is
+	// (its reaper relies on the fence's trigger).
+	portable := (c.portable || engine.Distributed()) && d.Name() != dialect.SQLite
 	create, insert := d.VersionSQL()
 	if _, err := conn.ExecContext(ctx, create); err != nil {
 		return fmt.Errorf("dblock: migrate: creating the version table: %w", err)

@@ -317,7 +317,7 @@ func (c lockConfig) value() []byte {
 // version (TiDB, CockroachDB, YugabyteDB); the option forces it elsewhere,
 // for an engine behind a proxy that hides its version, or to run a database
 // the way such an engine would. Give it to Migrate and to New alike. See
-// docs/engines.md.
+// docs/engines.md. On SQLite (one file on one host) it changes nothing.
 func WithPortable() Option {
 	return func(c *config) error {
 		c.portable = true

@@ -137,3 +137,26 @@ func TestPortableMigrate(t *testing.T) {
 		}
 	})
 }
+
+// TestPortableSQLite: on SQLite (one file, one host) WithPortable changes
+// nothing; in particular Migrate keeps the fence's trigger, on which
+// SQLite's tokens rely after a row is deleted.
+func TestPortableSQLite(t *testing.T) {
+	d := dblock.SQLite
+	db := dbtest.Open(t, d)
+	table := dbtest.Table(t, db, d, dblock.WithPortable())
+	l, _ := newLocker(t, d, table, dblock.WithPortable())
+	ctx := ctxT(t, 30*time.Second)
+	var last int64
+	for range 3 {
+		lk := mustLock(t)(l.TryLock(ctx, "k"))
+		if lk.Token() <= last {
+			t.Fatalf("token %d after %d", lk.Token(), last)
+		}
+		last = lk.Token()
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		mustExec(t, db, `DELETE FROM `+quote(d, table)+` WHERE key_id = 'k'`)
+	}
+}

@@ -21,6 +21,10 @@ type RowLockSQL struct {
 	Stale string
 	// Release deletes the lock row.
 	Release string
+	// Retry reports the errors after which a statement is tried again:
+	// deadlocks and serialization failures, which concurrent takes of the
+	// row meet (the dialect's Classify says RolledBack).
+	Retry func(error) bool
 }
 
 // StaleAfter is how long a portable migration lock outlives a Migrate that
@@ -30,22 +34,23 @@ const StaleAfter = 10 * time.Minute
 // RowMigrateLock takes the portable migration lock on conn, polling every
 // 50 ms to 1 s while another Migrate holds it, until ctx ends.
 func RowMigrateLock(ctx context.Context, conn *sql.Conn, s RowLockSQL) (func() error, error) {
-	if _, err := conn.ExecContext(ctx, s.Create); err != nil {
+	// Concurrent CREATE TABLE IF NOT EXISTS can fail on PostgreSQL (a
+	// unique violation in its catalog) when another Migrate creates the
+	// table at the same moment; the next attempt finds it.
+	_, err := conn.ExecContext(ctx, s.Create)
+	for i := 0; err != nil && i < 3 && ctx.Err() == nil; i++ {
+		_, err = conn.ExecContext(ctx, s.Create)
+	}
+	if err != nil {
 		return nil, err
 	}
 	wait := 50 * time.Millisecond
 	for {
-		if _, err := conn.ExecContext(ctx, s.Stale); err != nil {
+		taken, err := takeRow(ctx, conn, s)
+		if err != nil && !s.Retry(err) {
 			return nil, err
 		}
-		res, err := conn.ExecContext(ctx, s.Take)
-		if err != nil {
-			return nil, err
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 1 {
-			if err != nil {
-				return nil, err
-			}
+		if taken {
 			break
 		}
 		t := time.NewTimer(wait)
@@ -61,6 +66,23 @@ func RowMigrateLock(ctx context.Context, conn *sql.Conn, s RowLockSQL) (func() e
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
 		defer cancel()
 		_, err := conn.ExecContext(ctx, s.Release)
+		for i := 0; err != nil && s.Retry(err) && i < 3; i++ {
+			_, err = conn.ExecContext(ctx, s.Release)
+		}
 		return err
 	}, nil
+}
+
+// takeRow removes a stale lock row, then inserts the lock row unless it
+// exists; taken reports the insert.
+func takeRow(ctx context.Context, conn *sql.Conn, s RowLockSQL) (taken bool, err error) {
+	if _, err := conn.ExecContext(ctx, s.Stale); err != nil {
+		return false, err
+	}
+	res, err := conn.ExecContext(ctx, s.Take)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
 }

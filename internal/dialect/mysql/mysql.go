@@ -258,6 +258,7 @@ func (m *mysqlDialect) MigrateLock(ctx context.Context, conn *sql.Conn, name str
 			Take:    `INSERT IGNORE INTO ` + vt + ` (version, applied_at) VALUES (-1, UTC_TIMESTAMP(6))`,
 			Stale:   `DELETE FROM ` + vt + ` WHERE version = -1 AND applied_at < UTC_TIMESTAMP(6) - INTERVAL ` + fmt.Sprint(int(dialect.StaleAfter.Seconds())) + ` SECOND`,
 			Release: `DELETE FROM ` + vt + ` WHERE version = -1`,
+			Retry:   func(err error) bool { return m.Classify(err) == dialect.RolledBack },
 		})
 	}
 	lockName := "dblock.migrate." + name

@@ -24,6 +24,7 @@ func (p *postgres) MigrateLock(ctx context.Context, conn *sql.Conn, name string)
 			Take:    `INSERT INTO ` + vt + ` (version) VALUES (-1) ON CONFLICT (version) DO NOTHING`,
 			Stale:   `DELETE FROM ` + vt + ` WHERE version = -1 AND applied_at < statement_timestamp() - interval '` + fmt.Sprint(int(dialect.StaleAfter.Seconds())) + ` seconds'`,
 			Release: `DELETE FROM ` + vt + ` WHERE version = -1`,
+			Retry:   func(err error) bool { return p.Classify(err) == dialect.RolledBack },
 		})
 	}
 	key := advisoryKey("dblock.migrate:" + name)
