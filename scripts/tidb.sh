@@ -18,14 +18,18 @@ PARSER_VERSION=v0.0.0-20251126154744-e4e814fdc0af
 cache=${DBLOCK_TIDB_CACHE:-$HOME/.cache/dblock/tidb}
 bin=$cache/tidb-server-$TIDB_VERSION
 port=${DBLOCK_TIDB_PORT:-4000}
+# The server the checks ask is the one this script starts.
+export DBLOCK_TIDB_DSN=${DBLOCK_TIDB_DSN:-root@tcp(127.0.0.1:$port)/test}
 log() { printf 'tidb: %s\n' "$*" >&2; }
 
 build() {
   [ -x "$bin" ] && return 0
   mkdir -p "$cache"
-  local work
   work=$(mktemp -d "$cache/build.XXXXXX")
-  trap 'rm -rf "$work"' RETURN
+  # A RETURN trap would outlive this function (and fire, with $work out
+  # of scope, when start returns): the directory goes by hand, and on
+  # failure with the EXIT trap.
+  trap '[ -n "$work" ] && rm -rf "$work"' EXIT
   log "downloading github.com/pingcap/tidb@$TIDB_VERSION and its parser from the module proxy"
   # go mod download prints the directory of each module in the module cache.
   local src parser
@@ -42,6 +46,8 @@ build() {
   log "building tidb-server (about 12 minutes on 2 cores)"
   (cd "$work/tidb" && GOWORK=off GOFLAGS=-mod=mod go build -o "$work/tidb-server" ./cmd/tidb-server)
   mv "$work/tidb-server" "$bin"
+  rm -rf "$work"
+  trap - EXIT
   log "built $bin"
 }
 
@@ -53,7 +59,7 @@ start() {
   log "starting tidb-server on 127.0.0.1:$port"
   # From the cache directory: the server writes its slow-query log to
   # its working directory.
-  (cd "$cache" && nohup "$bin" -store unistore -path '' -host 127.0.0.1 -P "$port" -status 0 \
+  (cd "$cache" && nohup "$bin" -store unistore -path '' -host 127.0.0.1 -P "$port" -report-status=false \
     -log-file "$cache/tidb.log" -log-slow-query "$cache/tidb-slow.log" >"$cache/tidb.out" 2>&1 &
     echo $! >"$cache/tidb.pid")
   for _ in $(seq 120); do answers && { log "tidb-server answers on 127.0.0.1:$port"; return 0; }; sleep 1; done
