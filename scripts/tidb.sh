@@ -59,7 +59,10 @@ start() {
   log "starting tidb-server on 127.0.0.1:$port"
   # From the cache directory: the server writes its slow-query log to
   # its working directory.
-  (cd "$cache" && nohup "$bin" -store unistore -path '' -host 127.0.0.1 -P "$port" -report-status=false \
+  # (cd, then the server alone in the background: its pid is the one
+  # recorded, which stop kills.)
+  (cd "$cache" || exit 1
+    nohup "$bin" -store unistore -path '' -host 127.0.0.1 -P "$port" -report-status=false \
     -log-file "$cache/tidb.log" -log-slow-query "$cache/tidb-slow.log" >"$cache/tidb.out" 2>&1 &
     echo $! >"$cache/tidb.pid")
   for _ in $(seq 120); do answers && { log "tidb-server answers on 127.0.0.1:$port"; return 0; }; sleep 1; done
