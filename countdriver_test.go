@@ -1,169 +1,26 @@
 package dblock_test
 
 import (
-	"context"
 	"database/sql"
-	"database/sql/driver"
-	"sync/atomic"
+	"os"
 	"testing"
-	"time"
 
 	"github.com/dblockhq/dblock"
 	"github.com/dblockhq/dblock/internal/dbtest"
 )
 
-// stmtCounter counts the statements a pool sends (each Exec or Query that
-// reaches the server, prepared or not) and the longest one (until its first
-// result, including its prepare).
-type stmtCounter struct {
-	n       atomic.Int64
-	longest atomic.Int64 // nanoseconds
-}
-
-func (c *stmtCounter) done(start time.Time) {
-	c.n.Add(1)
-	d := int64(time.Since(start))
-	for {
-		cur := c.longest.Load()
-		if d <= cur || c.longest.CompareAndSwap(cur, d) {
-			return
-		}
-	}
-}
-
-// openCounted opens a pool on d whose statements are counted. Its Driver is
-// the real driver, so dblock still recognises the dialect.
-func openCounted(tb testing.TB, d dblock.Dialect) (*sql.DB, *stmtCounter) {
+// openCounted opens a pool on d whose statements are counted.
+func openCounted(tb testing.TB, d dblock.Dialect) (*sql.DB, *dbtest.StmtCounter) {
 	tb.Helper()
-	probe, err := sql.Open(dbtest.DriverName(d), dbtest.DSN(d))
+	dsn := dbtest.DSN(d)
+	if d == dblock.SQLite && os.Getenv("DBLOCK_SQLITE_DSN") == "" {
+		dsn = dbtest.SQLiteDSN(dbtest.SQLiteFile(tb)) // a file of its own, as dbtest.Open's
+	}
+	c := &dbtest.StmtCounter{}
+	db, err := dbtest.OpenCounted(d, dsn, c)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer probe.Close()
-	connector, err := probe.Driver().(driver.DriverContext).OpenConnector(dbtest.DSN(d))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	c := &stmtCounter{}
-	db := sql.OpenDB(countingConnector{connector, c})
 	tb.Cleanup(func() { db.Close() })
 	return db, c
-}
-
-type countingConnector struct {
-	driver.Connector
-	c *stmtCounter
-}
-
-func (cc countingConnector) Connect(ctx context.Context) (driver.Conn, error) {
-	conn, err := cc.Connector.Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &countingConn{conn, cc.c}, nil
-}
-
-// countingConn forwards every optional interface database/sql uses.
-type countingConn struct {
-	driver.Conn
-	c *stmtCounter
-}
-
-func (cc *countingConn) PrepareContext(ctx context.Context, q string) (driver.Stmt, error) {
-	var s driver.Stmt
-	var err error
-	start := time.Now()
-	if p, ok := cc.Conn.(driver.ConnPrepareContext); ok {
-		s, err = p.PrepareContext(ctx, q)
-	} else {
-		s, err = cc.Conn.Prepare(q)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &countingStmt{s, cc.c, start}, nil
-}
-
-func (cc *countingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	return cc.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
-}
-
-func (cc *countingConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
-	e, ok := cc.Conn.(driver.ExecerContext)
-	if !ok {
-		return nil, driver.ErrSkip
-	}
-	start := time.Now()
-	r, err := e.ExecContext(ctx, q, args)
-	if err != driver.ErrSkip {
-		cc.c.done(start)
-	}
-	return r, err
-}
-
-func (cc *countingConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
-	e, ok := cc.Conn.(driver.QueryerContext)
-	if !ok {
-		return nil, driver.ErrSkip
-	}
-	start := time.Now()
-	r, err := e.QueryContext(ctx, q, args)
-	if err != driver.ErrSkip {
-		cc.c.done(start)
-	}
-	return r, err
-}
-
-func (cc *countingConn) Ping(ctx context.Context) error {
-	if p, ok := cc.Conn.(driver.Pinger); ok {
-		return p.Ping(ctx)
-	}
-	return nil
-}
-
-func (cc *countingConn) ResetSession(ctx context.Context) error {
-	if r, ok := cc.Conn.(driver.SessionResetter); ok {
-		return r.ResetSession(ctx)
-	}
-	return nil
-}
-
-func (cc *countingConn) IsValid() bool {
-	if v, ok := cc.Conn.(driver.Validator); ok {
-		return v.IsValid()
-	}
-	return true
-}
-
-func (cc *countingConn) CheckNamedValue(nv *driver.NamedValue) error {
-	if c, ok := cc.Conn.(driver.NamedValueChecker); ok {
-		return c.CheckNamedValue(nv)
-	}
-	return driver.ErrSkip
-}
-
-// countingStmt times each execution from the prepare, which for the
-// one-shot statements database/sql prepares (MySQL without
-// interpolateParams) is part of the statement's cost.
-type countingStmt struct {
-	driver.Stmt
-	c        *stmtCounter
-	prepared time.Time
-}
-
-func (s *countingStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	defer s.c.done(s.prepared)
-	return s.Stmt.(driver.StmtExecContext).ExecContext(ctx, args)
-}
-
-func (s *countingStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	defer s.c.done(s.prepared)
-	return s.Stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
-}
-
-func (s *countingStmt) CheckNamedValue(nv *driver.NamedValue) error {
-	if c, ok := s.Stmt.(driver.NamedValueChecker); ok {
-		return c.CheckNamedValue(nv)
-	}
-	return driver.ErrSkip
 }

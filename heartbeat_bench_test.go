@@ -51,14 +51,14 @@ func benchHeartbeat(b *testing.B, d dblock.Dialect, n int) {
 
 	// Let the locks fall into step, then count over whole intervals.
 	time.Sleep(2 * interval)
-	counter.longest.Store(0)
-	before := counter.n.Load()
+	counter.ResetLongest()
+	before := counter.N()
 	intervals := 0
 	for b.Loop() {
 		time.Sleep(interval)
 		intervals++
 	}
-	stmts := counter.n.Load() - before
+	stmts := counter.N() - before
 	for _, lk := range locks {
 		if lk.Err() != nil {
 			b.Fatalf("lock %s lost while measuring: %v", lk.Key(), lk.Err())
@@ -66,11 +66,11 @@ func benchHeartbeat(b *testing.B, d dblock.Dialect, n int) {
 	}
 	perLock := float64(hN-h1) / float64(n-1)
 	b.ReportMetric(float64(stmts)/float64(intervals), "stmts/interval")
-	b.ReportMetric(float64(counter.longest.Load())/1e6, "max-stmt-ms")
+	b.ReportMetric(float64(counter.Longest())/1e6, "max-stmt-ms")
 	b.ReportMetric(float64(gN), "goroutines")
 	b.ReportMetric(perLock, "heapB/lock")
 	b.Logf("%s: %d locks held: %d statements over %d intervals; goroutines %d with 1 lock, %d with %d; heap +%.0f B per lock; longest statement %v",
-		d, l.Held(), stmts, intervals, g1, gN, n, perLock, time.Duration(counter.longest.Load()))
+		d, l.Held(), stmts, intervals, g1, gN, n, perLock, counter.Longest())
 }
 
 // acquireMany takes n distinct keys through 4 workers.

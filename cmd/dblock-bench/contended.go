@@ -92,7 +92,7 @@ func contendedRun(ctx context.Context, t *target, cfg config, g int,
 	waits := make([]time.Duration, g)
 	runCtx, cancel := context.WithTimeout(ctx, cfg.duration)
 	defer cancel()
-	start := time.Now()
+	start, sent0 := time.Now(), sent.N()
 	var wg sync.WaitGroup
 	for i := range g {
 		wg.Go(func() {
@@ -124,7 +124,7 @@ func contendedRun(ctx context.Context, t *target, cfg config, g int,
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed, stmts := time.Since(start), sent.N()-sent0
 	var total, top int64
 	var longest time.Duration
 	for i := range g {
@@ -133,7 +133,7 @@ func contendedRun(ctx context.Context, t *target, cfg config, g int,
 		longest = max(longest, waits[i])
 	}
 	lat := handoffs(events)
-	r := rowFrom(measured{ops: total, errs: errs.Load(), elapsed: elapsed, lat: lat})
+	r := rowFrom(measured{ops: total, errs: errs.Load(), elapsed: elapsed, lat: lat, stmts: stmts})
 	if v := firstErr.Load(); v != nil {
 		r.FirstError = v.(string)
 	}

@@ -22,6 +22,7 @@ type measured struct {
 	firstErr  error
 	cpu       cpuSpan   // used while measuring
 	flushes   flushSpan // made while measuring
+	stmts     int64     // sent while measuring, by the case's pools
 }
 
 // loop runs op in g workers: warmupOps times each, then, all together, for
@@ -69,12 +70,12 @@ func loop(ctx context.Context, g int, d time.Duration, op func(ctx context.Conte
 		}()
 	}
 	ready.Wait()
-	flushes, cpu := startFlushes(), startCPU()
+	flushes, cpu, sent0 := startFlushes(), startCPU(), sent.N()
 	t0 := time.Now()
 	end = t0.Add(d)
 	close(start)
 	done.Wait()
-	m := measured{elapsed: time.Since(t0), cpu: cpu.stop(), flushes: flushes.stop()}
+	m := measured{elapsed: time.Since(t0), cpu: cpu.stop(), flushes: flushes.stop(), stmts: sent.N() - sent0}
 	for _, r := range results {
 		m.ops += r.ops
 		m.errs += r.errs

@@ -44,6 +44,10 @@ type Row struct {
 	// (every goroutine); ServerCPUMicros the server's, with -mysql-pid.
 	ClientCPUMicros float64 `json:"client_cpu_us_per_op,omitempty"`
 	ServerCPUMicros float64 `json:"server_cpu_us_per_op,omitempty"`
+	// StmtsPerOp is the statements the case's pools sent per operation
+	// (acquisition and release, and whatever ran meanwhile: heartbeats,
+	// polls, queue reads), counted by the client.
+	StmtsPerOp float64 `json:"statements_per_op,omitempty"`
 	// FlushesPerOp is the server's log flushes per operation (MySQL).
 	FlushesPerOp float64        `json:"log_flushes_per_op,omitempty"`
 	Contended    *ContendedStat `json:"contended,omitempty"`
@@ -125,6 +129,9 @@ func (r Row) cells() []string {
 		if r.FlushesPerOp > 0 {
 			notes += fmt.Sprintf("; log flushes per op %.2f", r.FlushesPerOp)
 		}
+	}
+	if r.StmtsPerOp > 0 && r.Heartbeat == nil && r.Idle == nil {
+		notes = strings.TrimPrefix(notes+fmt.Sprintf("; %.2f stmts/op", r.StmtsPerOp), "; ")
 	}
 	if r.FirstError != "" {
 		notes = strings.TrimPrefix(notes+"; first error: "+r.FirstError, "; ")

@@ -85,7 +85,7 @@ func openTarget(ctx context.Context, d dblock.Dialect, dsn string, idleKeys int)
 		}
 	}
 	var err error
-	if t.admin, err = t.pool(2); err != nil {
+	if t.admin, err = t.openPool(2, &dbtest.StmtCounter{}); err != nil {
 		return nil, err
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -127,10 +127,17 @@ func (t *target) fill(ctx context.Context, n int) error {
 	return err
 }
 
+// sent counts the statements of the pools the cases open (not the admin
+// pool's); loop and contendedRun read it around their measured windows.
+var sent = &dbtest.StmtCounter{}
+
 // pool opens a new pool of at most n connections, all kept idle between
-// uses so no case pays for reconnecting.
-func (t *target) pool(n int) (*sql.DB, error) {
-	db, err := sql.Open(dbtest.DriverName(t.dialect), t.dsn)
+// uses so no case pays for reconnecting; sent counts its statements.
+func (t *target) pool(n int) (*sql.DB, error) { return t.openPool(n, sent) }
+
+// openPool is pool with its statements counted by c.
+func (t *target) openPool(n int, c *dbtest.StmtCounter) (*sql.DB, error) {
+	db, err := dbtest.OpenCounted(t.dialect, t.dsn, c)
 	if err != nil {
 		return nil, err
 	}

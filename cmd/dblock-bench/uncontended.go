@@ -143,6 +143,7 @@ func rowFrom(m measured) Row {
 		if m.cpu.hasServer {
 			r.ServerCPUMicros = micros(m.cpu.server) / float64(m.ops)
 		}
+		r.StmtsPerOp = float64(m.stmts) / float64(m.ops)
 		if m.flushes.ok {
 			r.FlushesPerOp = float64(m.flushes.n) / float64(m.ops)
 		}
