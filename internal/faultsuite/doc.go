@@ -20,11 +20,14 @@
 // two live holds of a key overlap in database time, if a fenced write was
 // refused while its holder still held the lock (another holder got in), if
 // live holds' tokens do not rise in the order they started, or if the key
-// of a killed holder is not taken again (a new token in the lock row) within
-// TTL + one heartbeat + three seconds of slack (a loaded CI machine: two
-// busy loops beside the suite delayed one takeover 2.8 s). Refused writes of holders that
-// had lost their lock (a write stalled in flight) are expected: they are
-// counted as stale tokens rejected.
+// of a killed holder is not taken again (a new token in the lock row, or,
+// for a permit or a reader's slot, the row free or reaped) within 30
+// seconds: a lock that does not expire. How long takeovers took is a
+// figure, not a verdict: the summary gives their p50 and maximum and counts
+// those beyond TTL + one heartbeat + three seconds (a busy machine, or TiDB
+// under load, makes some). Refused writes of holders that had lost their
+// lock (a write stalled in flight) are expected: they are counted as stale
+// tokens rejected.
 //
 // By default (CI) the run is sized to finish in a minute or two per
 // database. DBLOCK_FAULT_LONG=1 runs a longer, larger suite for local use;
