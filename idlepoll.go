@@ -2,6 +2,7 @@ package dblock
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,7 @@ type idlePoll struct {
 	keys    map[string]int // cold waiters per key
 	running bool
 	rounds  atomic.Int64 // rounds run, for tests
+	warned  atomic.Bool  // a failed read was logged at warning level
 }
 
 // goCold hands key's polling to the idle poller, starting it if needed.
@@ -124,8 +126,9 @@ func (l *Locker) idleLoop() {
 }
 
 // wakeFree reads which of keys are held and wakes the waiters of the
-// others; it reports whether it found any free. A failed read wakes no one
-// (the waiters' own fallback polls ride it out).
+// others; it reports whether it found any free. A failed read wakes the
+// batch's waiters: they poll on their own again (and come back if their
+// keys stay held), instead of waiting for their half-lease fallback.
 func (l *Locker) wakeFree(keys []string) bool {
 	found := false
 	for len(keys) > 0 {
@@ -135,7 +138,14 @@ func (l *Locker) wakeFree(keys []string) bool {
 		held, err := l.d.HeldKeys(ctx, l.q, batch, "")
 		cancel()
 		if err != nil {
-			l.log.Debug("dblock: the idle poller's read failed; waiters keep their fallback polls", "keys", len(batch), "err", err)
+			level := slog.LevelDebug
+			if !l.idle.warned.Swap(true) {
+				level = slog.LevelWarn // once per Locker: it may fail every round
+			}
+			l.log.Log(l.ctx, level, "dblock: the idle poller's read failed; its waiters poll on their own", "keys", len(batch), "err", err)
+			for _, k := range batch {
+				l.waits.wakeHead(k)
+			}
 			continue
 		}
 		busy := make(map[string]struct{}, len(held))

@@ -63,3 +63,43 @@ func TestIdleWaitersPollTogether(t *testing.T) {
 		}
 	})
 }
+
+// A Locker whose idle poller cannot read (here: a database/sql wrapper that
+// hides pgx's argument checker, so the poller's array of keys is refused)
+// must not leave its waiters to their half-lease fallback: a failed round
+// sends them back to polling on their own, and a release still wakes its
+// waiter long before the fallback (five minutes here).
+func TestIdlePollerReadFails(t *testing.T) {
+	d := dblock.Postgres // the only dialect whose poller passes an array
+	ctx := ctxT(t, time.Minute)
+	holder, _, table := dbtest.Locker(t, d)
+	c := &dbtest.StmtCounter{HideConnChecker: true}
+	db, err := dbtest.OpenCounted(d, dbtest.DSN(d), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	waiter, err := dblock.New(db, dblock.WithTable(table), dblock.WithTTL(10*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = waiter.Close() })
+	held := mustLock(t)(holder.TryLock(ctx, "k"))
+	got := make(chan error, 1)
+	go func() {
+		lk, err := waiter.Lock(ctx, "k")
+		if err == nil {
+			err = lk.Unlock(ctx)
+		}
+		got <- err
+	}()
+	eventually(t, time.Minute, 2*time.Millisecond, "the waiter watched by the idle poller", func() bool { return dblock.ColdWaiters(waiter) == 1 })
+	r0 := dblock.IdleRounds(waiter)
+	eventually(t, time.Minute, 2*time.Millisecond, "a failed round", func() bool { return dblock.IdleRounds(waiter) > r0 })
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the waiter, after its key's release: %v", err)
+	}
+}

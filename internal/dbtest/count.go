@@ -16,6 +16,11 @@ import (
 type StmtCounter struct {
 	n       atomic.Int64
 	longest atomic.Int64 // nanoseconds
+	// HideConnChecker makes the pool's statements hide the connection's
+	// argument checker (driver.NamedValueChecker), as some database/sql
+	// wrappers do: pgx then refuses []string arguments. Set it before
+	// OpenCounted.
+	HideConnChecker bool
 }
 
 // N is the number of statements sent so far.
@@ -95,7 +100,7 @@ func (cc *countingConn) PrepareContext(ctx context.Context, q string) (driver.St
 	if err != nil {
 		return nil, err
 	}
-	return &countingStmt{s, cc.c, start}, nil
+	return &countingStmt{s, cc, start}, nil
 }
 
 func (cc *countingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
@@ -161,23 +166,29 @@ func (cc *countingConn) CheckNamedValue(nv *driver.NamedValue) error {
 // interpolateParams) is part of the statement's cost.
 type countingStmt struct {
 	driver.Stmt
-	c        *StmtCounter
+	conn     *countingConn
 	prepared time.Time
 }
 
 func (s *countingStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	defer s.c.done(s.prepared)
+	defer s.conn.c.done(s.prepared)
 	return s.Stmt.(driver.StmtExecContext).ExecContext(ctx, args)
 }
 
 func (s *countingStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	defer s.c.done(s.prepared)
+	defer s.conn.c.done(s.prepared)
 	return s.Stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
 }
 
+// CheckNamedValue is the statement's checker, else the connection's:
+// database/sql asks a statement that has one and, on ErrSkip, converts the
+// argument itself (refusing a slice) without asking the connection.
 func (s *countingStmt) CheckNamedValue(nv *driver.NamedValue) error {
 	if c, ok := s.Stmt.(driver.NamedValueChecker); ok {
 		return c.CheckNamedValue(nv)
 	}
-	return driver.ErrSkip
+	if s.conn.c.HideConnChecker {
+		return driver.ErrSkip
+	}
+	return s.conn.CheckNamedValue(nv)
 }
