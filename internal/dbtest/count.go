@@ -16,11 +16,22 @@ import (
 type StmtCounter struct {
 	n       atomic.Int64
 	longest atomic.Int64 // nanoseconds
-	// HideConnChecker makes the pool's statements hide the connection's
-	// argument checker (driver.NamedValueChecker), as some database/sql
-	// wrappers do: pgx then refuses []string arguments. Set it before
-	// OpenCounted.
+	// HideConnChecker hides the driver's argument checker
+	// (driver.NamedValueChecker): database/sql then converts arguments
+	// itself, as for lib/pq or a wrapper that hides pgx's checker, and
+	// refuses slices. Set it before OpenCounted.
 	HideConnChecker bool
+	// Refuse, when set, fails the statements whose text it returns an
+	// error for, before they reach the server. Set it before OpenCounted.
+	Refuse func(query string) error
+}
+
+// refused is c.Refuse's verdict on q.
+func (c *StmtCounter) refused(q string) error {
+	if c.Refuse == nil {
+		return nil
+	}
+	return c.Refuse(q)
 }
 
 // N is the number of statements sent so far.
@@ -89,6 +100,9 @@ type countingConn struct {
 }
 
 func (cc *countingConn) PrepareContext(ctx context.Context, q string) (driver.Stmt, error) {
+	if err := cc.c.refused(q); err != nil {
+		return nil, err
+	}
 	var s driver.Stmt
 	var err error
 	start := time.Now()
@@ -112,6 +126,9 @@ func (cc *countingConn) ExecContext(ctx context.Context, q string, args []driver
 	if !ok {
 		return nil, driver.ErrSkip
 	}
+	if err := cc.c.refused(q); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	r, err := e.ExecContext(ctx, q, args)
 	if err != driver.ErrSkip {
@@ -124,6 +141,9 @@ func (cc *countingConn) QueryContext(ctx context.Context, q string, args []drive
 	e, ok := cc.Conn.(driver.QueryerContext)
 	if !ok {
 		return nil, driver.ErrSkip
+	}
+	if err := cc.c.refused(q); err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	r, err := e.QueryContext(ctx, q, args)
@@ -155,6 +175,9 @@ func (cc *countingConn) IsValid() bool {
 }
 
 func (cc *countingConn) CheckNamedValue(nv *driver.NamedValue) error {
+	if cc.c.HideConnChecker {
+		return driver.ErrSkip
+	}
 	if c, ok := cc.Conn.(driver.NamedValueChecker); ok {
 		return c.CheckNamedValue(nv)
 	}
@@ -186,9 +209,6 @@ func (s *countingStmt) QueryContext(ctx context.Context, args []driver.NamedValu
 func (s *countingStmt) CheckNamedValue(nv *driver.NamedValue) error {
 	if c, ok := s.Stmt.(driver.NamedValueChecker); ok {
 		return c.CheckNamedValue(nv)
-	}
-	if s.conn.c.HideConnChecker {
-		return driver.ErrSkip
 	}
 	return s.conn.CheckNamedValue(nv)
 }

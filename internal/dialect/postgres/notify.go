@@ -108,7 +108,7 @@ func (p *postgres) Want(ctx context.Context, q dialect.Querier, from string, key
 	for i, k := range keys {
 		tags[i] = p.Tag(k)
 	}
-	_, err := q.ExecContext(ctx, `SELECT pg_notify($1, 'W:' || $2 || ':' || t) FROM unnest($3::text[]) AS t`, p.channel(), from, tags)
+	_, err := q.ExecContext(ctx, `SELECT pg_notify($1, 'W:' || $2 || ':' || t) FROM unnest($3::text[]) AS t`, p.channel(), from, textArray(tags))
 	return err
 }
 
@@ -126,6 +126,6 @@ func (p *postgres) Freed(ctx context.Context, q dialect.Querier, keys []string) 
 	for i, k := range keys {
 		tags[i] = p.Tag(k)
 	}
-	_, err := q.ExecContext(ctx, `SELECT pg_notify($1, 'R:' || t) FROM unnest($2::text[]) AS t`, p.channel(), tags)
+	_, err := q.ExecContext(ctx, `SELECT pg_notify($1, 'R:' || t) FROM unnest($2::text[]) AS t`, p.channel(), textArray(tags))
 	return err
 }

@@ -231,7 +231,7 @@ func (p *postgres) Renew(ctx context.Context, db *sql.DB, refs []dialect.Ref) (l
 	for i, r := range refs {
 		keys[i], tokens[i] = r.Key, r.Token
 	}
-	rows, err := db.QueryContext(ctx, p.renewSQL, keys, tokens)
+	rows, err := db.QueryContext(ctx, p.renewSQL, textArray(keys), bigintArray(tokens))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -14,3 +14,15 @@ func TestAdvisoryKeysStable(t *testing.T) {
 		t.Errorf("migration lock key of lock_table = %d; changed from -8355453532561688065", got)
 	}
 }
+
+func TestArrayLiterals(t *testing.T) {
+	if got, want := textArray([]string{"a", `b"c`, `d\e`, "", "{x,y}", "NULL"}), `{"a","b\"c","d\\e","","{x,y}","NULL"}`; got != want {
+		t.Errorf("textArray = %s, want %s", got, want)
+	}
+	if got := textArray(nil); got != "{}" {
+		t.Errorf("textArray(nil) = %s", got)
+	}
+	if got, want := bigintArray([]int64{1, -2, 9007199254740993}), "{1,-2,9007199254740993}"; got != want {
+		t.Errorf("bigintArray = %s, want %s", got, want)
+	}
+}

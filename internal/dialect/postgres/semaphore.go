@@ -9,12 +9,12 @@ import (
 
 // TakeAny implements dialect.Dialect in one statement.
 func (p *postgres) TakeAny(ctx context.Context, q dialect.Querier, keys []string, owner string, ttl time.Duration) (string, int64, bool, error) {
-	return dialect.ScanKeyToken(q.QueryRowContext(ctx, p.takeAnySQL, keys, owner, ttl.Milliseconds()))
+	return dialect.ScanKeyToken(q.QueryRowContext(ctx, p.takeAnySQL, textArray(keys), owner, ttl.Milliseconds()))
 }
 
 // Ensure implements dialect.Dialect.
 func (p *postgres) Ensure(ctx context.Context, q dialect.Querier, keys []string) (int, error) {
-	rows, err := q.QueryContext(ctx, p.existingSQL, keys)
+	rows, err := q.QueryContext(ctx, p.existingSQL, textArray(keys))
 	if err != nil {
 		return 0, err
 	}
@@ -23,7 +23,7 @@ func (p *postgres) Ensure(ctx context.Context, q dialect.Querier, keys []string)
 	if err != nil || len(missing) == 0 {
 		return 0, err
 	}
-	res, err := q.ExecContext(ctx, p.ensureSQL, missing)
+	res, err := q.ExecContext(ctx, p.ensureSQL, textArray(missing))
 	if err != nil {
 		return 0, err
 	}
@@ -33,7 +33,7 @@ func (p *postgres) Ensure(ctx context.Context, q dialect.Querier, keys []string)
 
 // HeldKeys implements dialect.Dialect.
 func (p *postgres) HeldKeys(ctx context.Context, q dialect.Querier, keys []string, owner string) ([]string, error) {
-	rows, err := q.QueryContext(ctx, p.heldKeysSQL, keys, owner)
+	rows, err := q.QueryContext(ctx, p.heldKeysSQL, textArray(keys), owner)
 	if err != nil {
 		return nil, err
 	}
