@@ -121,34 +121,55 @@ func runSupervisor(argv []string) int {
 // stopGroup sends SIGTERM to the supervisor's process group, waits up to
 // groupGrace for every other live member to end (reaping the orphans it
 // adopted; cmdPid, if not 0, is reaped by its own Wait), then sends SIGKILL
-// to what is left.
+// to each member left, one by one, until none is: not to the group, which
+// would kill the supervisor too, and run would report 137 instead of the
+// command's status.
 func stopGroup(cmdPid int) {
 	pgid := syscall.Getpgrp()
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	deadline := time.Now().Add(groupGrace)
-	for time.Now().Before(deadline) {
-		live, zombies := groupMembers(pgid)
-		for _, pid := range zombies {
-			if pid != cmdPid {
-				var ws syscall.WaitStatus
-				_, _ = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
-			}
-		}
-		if live == 0 {
+	for {
+		live, ok := reapGroup(pgid, cmdPid)
+		switch {
+		case !ok: // no /proc: the group, the supervisor with it
+			time.Sleep(time.Until(deadline))
+			signal.Reset(syscall.SIGTERM)
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 			return
+		case len(live) == 0:
+			return
+		case time.Since(deadline) > groupGrace:
+			return // killed, and not gone a second later (uninterruptible)
+		case time.Now().After(deadline):
+			for _, pid := range live {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	signal.Reset(syscall.SIGTERM)
-	_ = syscall.Kill(-pgid, syscall.SIGKILL) // the supervisor goes with them
 }
 
-// groupMembers counts the live processes of process group pgid other than
-// this one, and lists the zombies among them that are its children.
-func groupMembers(pgid int) (live int, zombies []int) {
+// reapGroup reaps the zombies of group pgid that are the supervisor's
+// children (but cmdPid, which its own Wait reaps) and returns the live
+// members; ok is false when /proc cannot be read.
+func reapGroup(pgid, cmdPid int) (live []int, ok bool) {
+	live, zombies, ok := groupMembers(pgid)
+	for _, pid := range zombies {
+		if pid != cmdPid {
+			var ws syscall.WaitStatus
+			_, _ = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+		}
+	}
+	return live, ok
+}
+
+// groupMembers lists the live processes of process group pgid other than
+// this one, and the zombies among them that are its children; ok is false
+// when /proc cannot be read.
+func groupMembers(pgid int) (live, zombies []int, ok bool) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return 1, nil
+		return nil, nil, false
 	}
 	self := os.Getpid()
 	for _, e := range entries {
@@ -171,7 +192,7 @@ func groupMembers(pgid int) (live int, zombies []int) {
 			}
 			continue
 		}
-		live++
+		live = append(live, pid)
 	}
-	return live, zombies
+	return live, zombies, true
 }
