@@ -73,7 +73,8 @@ func TestIdleWaitersPollTogether(t *testing.T) {
 // still wakes its waiter long before the fallback (five minutes here).
 func TestIdlePollerReadFails(t *testing.T) {
 	d := dblock.Postgres
-	ctx := ctxT(t, time.Minute)
+	// Longer than both waits below together, shorter than the fallback.
+	ctx := ctxT(t, 3*time.Minute)
 	holder, _, table := dbtest.Locker(t, d)
 	c := &dbtest.StmtCounter{Refuse: func(q string) error {
 		if strings.Contains(q, "= ANY($1::text[]) AND l.memo <>") { // the poller's HeldKeys
