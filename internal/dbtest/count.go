@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dblockhq/dblock"
+	"github.com/jackc/pgx/v5"
 )
 
 // StmtCounter counts the statements a pool sends (each Exec or Query that
@@ -90,8 +91,29 @@ func (cc countingConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &countingConn{conn, cc.c}, nil
+	counted := &countingConn{conn, cc.c}
+	if pc, ok := conn.(pgxConner); ok {
+		return countingPgxConn{counted, pc}, nil
+	}
+	return counted, nil
 }
+
+// pgxConner is pgx's database/sql connection, as dblock finds it through
+// conn.Raw: to LISTEN (with its configuration) and, in package advisory, to
+// run lock statements on it directly.
+type pgxConner interface{ Conn() *pgx.Conn }
+
+// countingPgxConn is a counted pgx connection that still shows dblock the
+// pgx connection beneath, so a counted pool behaves as a plain one
+// (notifications, advisory's direct statements). What runs on that pgx
+// connection directly is not counted.
+type countingPgxConn struct {
+	*countingConn
+	pc pgxConner
+}
+
+// Conn returns the pgx connection beneath.
+func (c countingPgxConn) Conn() *pgx.Conn { return c.pc.Conn() }
 
 // countingConn forwards every optional interface database/sql uses.
 type countingConn struct {
