@@ -50,13 +50,8 @@ func TestDriverWithoutArrays(t *testing.T) {
 	d := dblock.Postgres // MySQL and SQLite pass no slices
 	ctx := ctxT(t, time.Minute)
 	_, _, table := dbtest.Locker(t, d)
-	db, err := dbtest.OpenCounted(d, dbtest.DSN(d), &dbtest.StmtCounter{HideConnChecker: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
 	obs := &renewals{}
-	l, err := dblock.New(db, dblock.WithTable(table), dblock.WithTTL(5*time.Second),
+	l, err := dblock.New(openCountedWith(t, d, &dbtest.StmtCounter{HideConnChecker: true}), dblock.WithTable(table), dblock.WithTTL(5*time.Second),
 		dblock.WithHeartbeat(100*time.Millisecond), dblock.WithObserver(obs))
 	if err != nil {
 		t.Fatal(err)

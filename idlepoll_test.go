@@ -83,12 +83,7 @@ func TestIdlePollerReadFails(t *testing.T) {
 		}
 		return nil
 	}}
-	db, err := dbtest.OpenCounted(d, dbtest.DSN(d), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	waiter, err := dblock.New(db, dblock.WithTable(table), dblock.WithTTL(10*time.Minute))
+	waiter, err := dblock.New(openCountedWith(t, d, c), dblock.WithTable(table), dblock.WithTTL(10*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -202,39 +202,6 @@ func TestRunForwardsSignals(t *testing.T) {
 	}
 }
 
-// A command that exits on SIGTERM but leaves behind a process that ignores
-// it: the leftover is killed once the group's grace is over, and run still
-// exits with the command's own status (the supervisor used to kill its
-// whole group, itself included, and run reported 137).
-func TestRunLeftoverIgnoresSIGTERM(t *testing.T) {
-	flags, _ := freshTable(t, dblock.Postgres)
-	dir := t.TempDir()
-	started, leftover := filepath.Join(dir, "started"), filepath.Join(dir, "leftover")
-	// The leftover ignores SIGTERM (kept across exec) and writes its pid.
-	script := `trap "exit 7" TERM; sh -c 'trap "" TERM; echo $$ > ` + leftover + `; exec sleep 30' & ` +
-		`while [ ! -s ` + leftover + ` ]; do sleep 0.01; done; touch ` + started + `; wait`
-	p, done := startRun(t, join("run", flags, "--key", "leftover", "--", "sh", "-c", script)...)
-	waitFile(t, started, 20*time.Second)
-	data, err := os.ReadFile(leftover)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if r := wait(t, done, "run after SIGTERM"); r.code != 7 {
-		t.Errorf("run: status %d, want the command's 7; stderr %q", r.code, r.stderr)
-	}
-	if err := syscall.Kill(pid, 0); err == nil {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		t.Errorf("the leftover %d outlived dblock run", pid)
-	}
-}
-
 func TestRunInterruptedWhileWaiting(t *testing.T) {
 	flags, l := freshTable(t, dblock.MySQL)
 	ctx := context.Background()
