@@ -95,26 +95,58 @@ func (l *Locker) arg(ctx context.Context, key string) (any, error) {
 	return l.d.arg(*l.scope + key), nil
 }
 
-// attempt is one try and, with block, one wait in the database.
+// attempt is one try or, with block, one wait in the database: a blocking
+// call goes straight to the waiting statement, which returns at once when
+// the lock is free, so a contended acquisition costs the server one
+// statement rather than a failed try and then the wait. A session taken
+// from the idle list may have died while idle, so a failure there is
+// repeated once on a fresh session; a session that fails is ended on the
+// server (it might hold the lock).
 func (l *Locker) attempt(ctx context.Context, key string, m mode, arg any, block bool) (*session, bool, error) {
-	s, got, err := l.try(ctx, m, arg)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, false, fmt.Errorf("%w: %w", waitErr(ctx, key), err)
+	s, err := l.takeSession(ctx)
+	for err == nil {
+		var got bool
+		if block {
+			var ended error
+			if got, ended, err = l.block(ctx, key, s, m, arg); ended != nil {
+				return nil, false, ended
+			}
+		} else {
+			var v int64
+			if v, err = s.queryInt(ctx, l.d.trySQL(m), arg); err != nil {
+				l.kill(s)
+			}
+			got = v == 1
 		}
-		return nil, false, fmt.Errorf("advisory: lock %q: %w", key, err)
-	}
-	if !got && block {
-		wctx, stop := l.closable(ctx)
-		defer stop()
-		got, err = l.waitOn(wctx, s, m, arg)
-		if !got && err == nil {
-			return nil, false, waitErr(wctx, key)
-		} else if err != nil {
-			return nil, false, fmt.Errorf("advisory: lock %q: %w", key, err)
+		if err == nil {
+			return s, got, nil
 		}
+		if !s.reused || ctx.Err() != nil {
+			break
+		}
+		l.log.Debug("advisory: idle session failed; retrying on a fresh one", "session", s.id, "err", err)
+		s, err = l.openSession(ctx)
 	}
-	return s, got, nil
+	if ctx.Err() != nil {
+		return nil, false, fmt.Errorf("%w: %w", waitErr(ctx, key), err)
+	}
+	return nil, false, fmt.Errorf("advisory: lock %q: %w", key, err)
+}
+
+// block waits in the database for key on s. When its context (or Close)
+// ends the wait first, ended says so and s holds nothing (it went back to
+// the idle list, or was ended); a failed statement returns err and ended s.
+func (l *Locker) block(ctx context.Context, key string, s *session, m mode, arg any) (got bool, ended, err error) {
+	wctx, stop := l.closable(ctx)
+	defer stop()
+	if wctx.Err() != nil {
+		l.putSession(s)
+		return false, waitErr(wctx, key), nil
+	}
+	if got, err = l.waitOn(wctx, s, m, arg); !got && err == nil {
+		return false, waitErr(wctx, key), nil
+	}
+	return got, nil, err
 }
 
 // pause waits for b's next delay, or until ctx ends.
@@ -126,29 +158,6 @@ func pause(ctx context.Context, b *retry.Backoff) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	}
-}
-
-// try runs the non-blocking lock statement and returns the session it ran
-// on. A session that fails is ended on the server (it might hold the lock);
-// one that came from the idle list may have died while idle, so the try is
-// repeated once on a fresh session.
-func (l *Locker) try(ctx context.Context, m mode, arg any) (*session, bool, error) {
-	s, err := l.takeSession(ctx)
-	for {
-		if err != nil {
-			return nil, false, err
-		}
-		v, qerr := s.queryInt(ctx, l.d.trySQL(m), arg)
-		if qerr == nil {
-			return s, v == 1, nil
-		}
-		l.kill(s)
-		if !s.reused || ctx.Err() != nil {
-			return nil, false, qerr
-		}
-		l.log.Debug("advisory: idle session failed; retrying on a fresh one", "session", s.id, "err", qerr)
-		s, err = l.openSession(ctx)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -251,6 +252,60 @@ func TestNoIdleConns(t *testing.T) {
 					t.Fatalf("%d connections pinned after Unlock", n)
 				}
 			}
+		}
+	})
+}
+
+// TestLockSendsNoTry: a blocking Lock goes straight to the waiting
+// statement, which returns at once on a free key; a failed try before it
+// would cost a contended acquisition a third statement. The pool refuses
+// the try statements, so an old-style Lock fails.
+func TestLockSendsNoTry(t *testing.T) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
+		ctx := testCtx(t, 30*time.Second)
+		errTry := errors.New("try statement refused")
+		c := &dbtest.StmtCounter{Refuse: func(q string) error {
+			if strings.Contains(q, "pg_try_advisory") || strings.Contains(q, "GET_LOCK(?, 0)") {
+				return errTry
+			}
+			return nil
+		}}
+		db, err := dbtest.OpenCounted(d, dbtest.DSN(d), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		l := lockerOn(t, db)
+		other, plain := newLocker(t, d)
+		key := randomKey("notry")
+		if _, err := l.TryLock(ctx, key); !errors.Is(err, errTry) {
+			t.Fatalf("TryLock on the refusing pool: %v, want the refusal", err)
+		}
+		a, err := l.Lock(ctx, key) // free key
+		if err != nil {
+			t.Fatalf("Lock of a free key: %v", err)
+		}
+		if err := a.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		held, err := other.TryLock(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			b, err := l.Lock(ctx, key) // contended key
+			if err == nil {
+				err = b.Unlock(ctx)
+			}
+			got <- err
+		}()
+		waitUntil(t, 10*time.Second, "the Lock waits", func() bool { return waiting(t, ctx, plain, d, key) })
+		if err := held.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("Lock of a contended key: %v", err)
 		}
 	})
 }
