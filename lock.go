@@ -17,8 +17,10 @@ type Lock struct {
 	owner string
 	token int64
 	ttl   time.Duration
-	turns int  // local handovers in a row that led to this lock
-	owned bool // taken with Owner: it may be re-entered
+	turns int // local handovers in a row that led to this lock
+	// runStart is when the first of those handovers began.
+	runStart time.Time
+	owned    bool // taken with Owner: it may be re-entered
 	// dequeued is closed once the FIFO ticket that waited for this lock
 	// is deleted (WithFIFO; nil otherwise); the release waits for it, so
 	// that the next waiter never finds that ticket ahead. Under l.mu; read
