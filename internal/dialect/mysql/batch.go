@@ -26,7 +26,7 @@ func (b myBatch) Many(ctx context.Context, q dialect.Querier, cs []*dialect.Call
 // (cycleMany). A take brings the token its Locker left in the row
 // (the core keeps it) and gets that plus one. When the statement changes a
 // row for every call, each call was done; otherwise confirmMany finds which
-// were. A take not done reports not taken (the acquire goes on through the
+// were (settle completes what it cannot see). A take not done reports not taken (the acquire goes on through the
 // upsert); a release not done runs alone (its key may be held deeper, or
 // lost: then it reports false).
 func (m *mysqlDialect) batch(ctx context.Context, q dialect.Querier, cs []*dialect.Call) {
@@ -49,25 +49,15 @@ func (m *mysqlDialect) batch(ctx context.Context, q dialect.Querier, cs []*diale
 		return []any{c.Key, c.Token, 0, ""}
 	})
 	var done map[string]bool
-	run := func(q dialect.Querier) error {
-		res, err := q.ExecContext(ctx, m.cycleMany.Text(len(pc)), args...)
-		var changed int64
-		if err == nil {
-			changed, err = res.RowsAffected()
-		}
-		if err == nil && changed != int64(len(cs)) {
-			done, err = m.confirm(ctx, q, pc)
-		}
-		return err
+	res, err := q.ExecContext(ctx, m.cycleMany.Text(len(pc)), args...)
+	var changed int64
+	if err == nil {
+		changed, err = res.RowsAffected()
 	}
-	var err error
-	if hasRelease(cs) {
-		// A release's outcome is read in the statement's transaction: once
-		// committed, another Locker may take the key, and the read would
-		// take a release that was done for one that was not.
-		err = dialect.InTx(ctx, q, run)
-	} else {
-		err = run(q) // a take confirmed later finds the row as it left it
+	if err == nil && changed != int64(len(cs)) {
+		if done, err = m.confirm(ctx, q, pc); err == nil {
+			settle(cs, done, changed)
+		}
 	}
 	for _, c := range cs {
 		if !c.Release {
@@ -87,14 +77,36 @@ func (m *mysqlDialect) batch(ctx context.Context, q dialect.Querier, cs []*diale
 	}
 }
 
-// hasRelease reports whether cs holds a release.
-func hasRelease(cs []*dialect.Call) bool {
+// settle decides the releases that confirm could not see. The statement
+// committed before confirm read, so a key it released may have been taken
+// again meanwhile (on a contended key, often): its row then no longer
+// shows the release. Takes are always seen (only this call's fresh memo
+// is at its new token, and the caller has not returned yet), so the rows
+// the statement changed, less the takes seen, are the releases done: when
+// that is all of them, every release was done; when it is those seen, the
+// others were not. Only in between (a release whose lease had ended, next
+// to one whose key was taken again at once) do the unseen releases stay
+// not done: each then runs alone and reports the key not held. A
+// transaction around the statement and the read would settle that case
+// too, at three round trips instead of one for every combined release.
+func settle(cs []*dialect.Call, done map[string]bool, changed int64) {
+	var takes, releases int64
 	for _, c := range cs {
-		if c.Release {
-			return true
+		switch {
+		case c.Release:
+			releases++
+		case done[c.Key]:
+			takes++
 		}
 	}
-	return false
+	if changed-takes != releases {
+		return
+	}
+	for _, c := range cs {
+		if c.Release {
+			done[c.Key] = true
+		}
+	}
 }
 
 // confirm returns the keys of the calls of pc (padded) that cycleMany did.
