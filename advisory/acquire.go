@@ -11,8 +11,8 @@ import (
 	"github.com/dblockhq/dblock/internal/retry"
 )
 
-// acquire takes key in mode m on a pinned session: one try, then, with
-// block, a wait in the database. On every failure path the session is either
+// acquire takes key in mode m on a pinned session: one try or, with block,
+// a wait in the database. On every failure path the session is either
 // proven to hold nothing and kept, or ended on the server.
 func (l *Locker) acquire(ctx context.Context, key string, m mode, block bool) (*Lock, error) {
 	if err := l.usable(); err != nil {
