@@ -26,9 +26,9 @@ func (b myBatch) Many(ctx context.Context, q dialect.Querier, cs []*dialect.Call
 // (cycleMany). A take brings the token its Locker left in the row
 // (the core keeps it) and gets that plus one. When the statement changes a
 // row for every call, each call was done; otherwise confirmMany finds which
-// were (settle completes what it cannot see). A take not done reports not taken (the acquire goes on through the
-// upsert); a release not done runs alone (its key may be held deeper, or
-// lost: then it reports false).
+// were, and settle what it cannot see. A take not done reports not taken
+// (the acquire goes on through the upsert); a release not done runs alone
+// (its key may be held deeper, or lost: then it reports false).
 func (m *mysqlDialect) batch(ctx context.Context, q dialect.Querier, cs []*dialect.Call) {
 	dialect.SortByKey(cs)
 	pc := dialect.Padded(cs)
