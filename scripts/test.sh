@@ -39,6 +39,7 @@ step "bench smoke (dblock-bench -check)" go run ./cmd/dblock-bench -check -db al
 step "peers smoke (bench/peers -check)" bash -c 'cd bench/peers && GOWORK=off go run . -check -db all -duration 300ms -rounds 1 -ttl 2s'
 rm -rf "$out"
 step "fault suite, portable mode (WithPortable)" env DBLOCK_FAULT_PORTABLE=1 go test -race -count=1 -timeout 20m -v "$@" -run TestFaults ./internal/faultsuite/
+step "fault suite, FIFO mode (WithFIFO)" env DBLOCK_FAULT_FIFO=1 go test -race -count=1 -timeout 20m -v "$@" -run TestFaults ./internal/faultsuite/
 tidb=${DBLOCK_TIDB_DSN:-root@tcp(127.0.0.1:4000)/test}
 step "TiDB (scripts/tidb.sh: build once, start)" ./scripts/tidb.sh
 step "TiDB: conformance and advisory (go test -race)" env DBLOCK_MYSQL_DSN="$tidb" go test -race -count=1 -timeout 20m "$@" \

@@ -16,6 +16,9 @@ const (
 	workerEnv = "DBLOCK_FAULT_WORKER" // JSON workerSpec: turns TestWorkerProcess into a worker
 	// "1": every Locker and the migration in portable mode (WithPortable)
 	portableEnv = "DBLOCK_FAULT_PORTABLE"
+	// "1": every worker's Locker WithFIFO (waiters across processes in
+	// ticket order)
+	fifoEnv = "DBLOCK_FAULT_FIFO"
 )
 
 // size is how big a run is.
@@ -71,6 +74,7 @@ type workerSpec struct {
 	Seed      int64
 	MaxRun    time.Duration // the worker gives up after this even if its parent lives
 	Portable  bool          // WithPortable
+	FIFO      bool          // WithFIFO
 }
 
 func (s workerSpec) encode() string {

@@ -95,9 +95,13 @@ func newRun(t *testing.T, d dblock.Dialect, sz size, base int64) *run {
 		mode = append(mode, dblock.WithPortable())
 		t.Log("portable mode (WithPortable): plain SQL only")
 	}
+	fifo := os.Getenv(fifoEnv) == "1"
+	if fifo {
+		t.Log("FIFO mode (WithFIFO): waiters in ticket order across processes")
+	}
 	table := dbtest.Table(t, db, d, mode...)
 	spec := workerSpec{Dialect: d, Table: table, Guard: table + "_guard", Intervals: table + "_iv",
-		Holders: sz.holders, MaxRun: sz.limit + time.Minute, Portable: portable}
+		Holders: sz.holders, MaxRun: sz.limit + time.Minute, Portable: portable, FIFO: fifo}
 	for i := range sz.keys {
 		spec.Keys = append(spec.Keys, "k"+strconv.Itoa(i))
 	}

@@ -66,6 +66,9 @@ func TestWorkerProcess(t *testing.T) {
 	if spec.Portable {
 		opts = append(opts, dblock.WithPortable())
 	}
+	if spec.FIFO {
+		opts = append(opts, dblock.WithFIFO())
+	}
 	l, err := dblock.New(db, opts...)
 	if err != nil {
 		t.Fatal(err)
