@@ -195,3 +195,35 @@ func (c *allCounter) QueryRowContext(ctx context.Context, q string, args ...any)
 	c.n.Add(1)
 	return c.Querier.QueryRowContext(ctx, q, args...)
 }
+
+// Grants reports how many leases releases have given to l's waiting calls
+// (WithFIFO). Test hook.
+func Grants(l *Locker) int64 { return l.fifo.grants.Load() }
+
+// WantedElsewhere reports whether l knows that another Locker waits for
+// key. Test hook.
+func WantedElsewhere(l *Locker, key string) bool { return l.wantedElsewhere(key) }
+
+// PassOn releases lk with the statement that may give its key to the
+// oldest FIFO ticket, and returns the ticket and token given (zeros when
+// none). Lk stays registered. Test hook.
+func PassOn(ctx context.Context, l *Locker, lk *Lock) (ok bool, ticket, token int64, err error) {
+	ok, g, err := l.d.Passer().Pass(ctx, l.q, l.id, lk.key, lk.owner, lk.token)
+	return ok, g.Ticket, g.Token, err
+}
+
+// LeaveTicket is what a call waiting on ticket t for key under owner memo
+// does when it gives up. Test hook.
+func LeaveTicket(l *Locker, key string, t int64, memo string) { l.leaveTicket(key, t, memo) }
+
+// GrantMemo is the memo of a ticket to which a release may give its key,
+// under owner. Test hook.
+func GrantMemo(owner string) string { return dialect.GrantMemo(owner) }
+
+// LeaseAge reads, as a waiting FIFO call does, the token of the live lease
+// memo holds on key and how long ago, by the database clock, it was taken
+// or renewed. Test hook.
+func LeaseAge(ctx context.Context, l *Locker, key, memo string) (token int64, age time.Duration, err error) {
+	st, err := l.queueState(ctx, key, noTicket, memo)
+	return st.granted, st.age, err
+}

@@ -22,6 +22,7 @@ type fifoQueue struct {
 	tickets  map[int64]struct{}
 	started  bool         // the renewing goroutine runs; under Locker.mu
 	renewals atomic.Int64 // renewal rounds done (tests wait on it)
+	grants   atomic.Int64 // leases given to our calls by a release (Pass)
 }
 
 // maxQueueOps bounds a Locker's queue operations in flight: reads of a
@@ -93,7 +94,7 @@ func (l *Locker) tryTurn(ctx context.Context, key string, lc lockConfig, take ta
 	if l.waits.waiting(key) {
 		return true, fmt.Errorf("%w: %q: waiters are queued", ErrLocked, key)
 	}
-	_, wait, err = l.takeTurn(ctx, key, lc, noTicket, take)
+	_, _, wait, err = l.takeTurn(ctx, key, lc, noTicket, "", take)
 	return wait, err
 }
 
@@ -110,9 +111,12 @@ func (l *Locker) lockFIFO(ctx context.Context, key string, lc lockConfig) (*Lock
 		}
 	}
 	var lk *Lock
-	t, err := l.queueFor(ctx, key, lc, l.takeLease(key, lc, &lk))
+	t, granted, err := l.queueFor(ctx, key, lc, l.grantable(lc), l.takeLease(key, lc, &lk))
 	if err != nil {
 		return nil, err
+	}
+	if granted != nil {
+		return granted, nil // the ticket went with the grant
 	}
 	// The ticket goes while the caller works: its release waits for that.
 	done := l.dequeueAsync(key, t)
@@ -124,42 +128,49 @@ func (l *Locker) lockFIFO(ctx context.Context, key string, lc lockConfig) (*Lock
 
 // queueFor takes a ticket for key and waits for its turn to take the key
 // with take. It returns the ticket, which the caller deletes; a ticket that
-// ran out meanwhile is replaced by a new one, at the end of the queue.
-func (l *Locker) queueFor(ctx context.Context, key string, lc lockConfig, take take) (int64, error) {
+// ran out meanwhile is replaced by a new one, at the end of the queue. A
+// call that a release may give the key to (grant) gets it granted instead
+// when one did: the ticket is gone then.
+func (l *Locker) queueFor(ctx context.Context, key string, lc lockConfig, grant bool, take take) (int64, *Lock, error) {
 	var lastErr error
 	b := l.waitBackoff(lc.ttl)
+	memo := "" // the owner memo a release may give the key to
+	if grant {
+		memo = lc.owner
+	}
 	for {
-		t, err := l.enqueue(ctx, key)
+		t, err := l.enqueue(ctx, key, memo)
 		if err != nil {
 			if !l.rideOut(ctx, key, err, &lastErr) {
-				return 0, err
+				return 0, nil, err
 			}
 			if err := l.pause(ctx, key, b); err != nil {
-				return 0, fmt.Errorf("%w (last database error: %w)", err, lastErr)
+				return 0, nil, fmt.Errorf("%w (last database error: %w)", err, lastErr)
 			}
 			continue
 		}
-		err = l.waitTurn(ctx, key, lc, t, take)
+		granted, err := l.waitTurn(ctx, key, lc, t, memo, take)
 		if err == nil {
-			return t, nil
+			return t, granted, nil
 		}
-		l.dequeue(key, t)
+		l.leaveTicket(key, t, memo)
 		if !errors.Is(err, errTicketLost) {
-			return 0, err
+			return 0, nil, err
 		}
 		l.log.Warn("dblock: a FIFO ticket ran out while its call waited; queueing again", "key", key, "ticket", t)
 	}
 }
 
 // waitTurn waits until ticket t is the oldest live ticket for key and the
-// key is free, and takes it. This Locker's waiters for key queue locally in
-// ticket order, and only the first of them asks the database, as in Lock.
-// Each asking waiter watches only its predecessor: the next in line and the
-// one behind it poll briskly where no release event comes (MySQL, SQLite);
-// those further back poll with backoff, and no waiter ever writes before its
-// turn.
-func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int64, take take) error {
-	w := l.waits.joinOrdered(key, lc, t)
+// key is free, and takes it; or until a release gave the key to memo (not
+// ""), and returns that grant. This Locker's waiters for key queue locally
+// in ticket order, and only the first of them asks the database, as in
+// Lock. Each asking waiter watches only its predecessor: the next in line
+// and the one behind it poll briskly where no release event comes (MySQL,
+// SQLite); those further back poll with backoff, and no waiter ever writes
+// before its turn.
+func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int64, memo string, take take) (*Lock, error) {
+	w := l.waits.joinOrdered(key, lc, t, memo)
 	defer l.leaveQueue(key, w)
 	l.ensureListener()
 	b := l.waitBackoff(lc.ttl)
@@ -172,23 +183,27 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 		select {
 		case <-w.wake:
 		case <-poll.C:
+		case lk := <-w.grant:
+			if lk != nil {
+				return lk, nil // granted by a release of ours (handGrant)
+			}
 		case <-ctx.Done():
-			return waitEnded(ctx, key, lastErr)
+			return nil, waitEnded(ctx, key, lastErr)
 		case <-l.closing:
-			return ErrClosed
+			return nil, ErrClosed
 		}
 		if !l.waits.isHead(key, w) {
 			continue
 		}
 		if !l.holds(key) && l.waits.beginTry(key, w) {
-			ahead, wait, err := l.takeTurn(ctx, key, w.lc, t, take)
+			ahead, granted, wait, err := l.takeTurn(ctx, key, w.lc, t, memo, take)
 			if err != nil && !wait && l.uncertain(err) {
 				l.waits.freshOwner(w) // while trying: no handover reads it
 			}
 			l.waits.endTry(w)
 			if !wait {
 				if err == nil || !l.rideOut(ctx, key, err, &lastErr) {
-					return err
+					return granted, err
 				}
 				poll.Reset(b.Next())
 				continue
@@ -211,62 +226,90 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 }
 
 // takeTurn takes key with take if ticket t is the oldest live ticket for it
-// (with noTicket: if no ticket waits) and the key looks free. ahead counts
-// the live tickets ahead of t (2: two or more). wait says that it is not
+// (with noTicket: if no ticket waits) and the key looks free; or returns
+// the lock a release gave to memo (not "") as granted. ahead counts the
+// live tickets ahead of t (2: two or more). wait says that it is not
 // t's turn, or that the key is held: err then wraps ErrLocked. A waiting
 // call with Owner whose memo came to hold the key meanwhile (through another
 // call) re-enters it at its turn; one whose memo does not hold it sends no
 // acquire while the key is held. An arriving call with Owner has been
 // checked for re-entry already (tryFIFO).
-func (l *Locker) takeTurn(ctx context.Context, key string, lc lockConfig, t int64, take take) (ahead int, wait bool, err error) {
-	ahead, live, held, err := l.queueState(ctx, key, t)
+func (l *Locker) takeTurn(ctx context.Context, key string, lc lockConfig, t int64, memo string, take take) (ahead int, granted *Lock, wait bool, err error) {
+	st, err := l.queueState(ctx, key, t, memo)
 	switch {
 	case err != nil:
-		return 0, false, l.wrapErr("read the queue of", key, err)
-	case t != noTicket && !live:
-		return 0, false, errTicketLost
-	case ahead > 0:
-		return ahead, true, fmt.Errorf("%w: %q: waiters are queued", ErrLocked, key)
-	case held && (!lc.explicitOwner || t == noTicket):
-		return 0, true, fmt.Errorf("%w: %q", ErrLocked, key)
-	case held:
+		return 0, nil, false, l.wrapErr("read the queue of", key, err)
+	case st.granted != 0:
+		granted, err = l.adopt(key, lc, memo, st)
+		return 0, granted, false, err
+	case t != noTicket && !st.live:
+		return 0, nil, false, errTicketLost
+	case st.ahead > 0:
+		return st.ahead, nil, true, fmt.Errorf("%w: %q: waiters are queued", ErrLocked, key)
+	case st.held && (!lc.explicitOwner || t == noTicket):
+		return 0, nil, true, fmt.Errorf("%w: %q", ErrLocked, key)
+	case st.held:
 		reenter, err := l.heldAs(ctx, key, lc.owner)
 		if err != nil {
-			return 0, false, err
+			return 0, nil, false, err
 		}
 		if !reenter {
-			return 0, true, fmt.Errorf("%w: %q", ErrLocked, key)
+			return 0, nil, true, fmt.Errorf("%w: %q", ErrLocked, key)
 		}
 	}
 	got, err := take(ctx)
 	if err == nil && !got {
-		return 0, true, fmt.Errorf("%w: %q", ErrLocked, key)
+		return 0, nil, true, fmt.Errorf("%w: %q", ErrLocked, key)
 	}
-	return 0, false, err
+	return 0, nil, false, err
+}
+
+// queueState is what a read of a key's queue found.
+type queueState struct {
+	ahead      int  // live tickets ahead (2: two or more)
+	live, held bool // the ticket is live; a lease holds the key
+	// granted is the token of the live lease the grant memo holds on the
+	// key (0: none), age how long ago, by the database clock, that lease
+	// was taken or renewed, and sent when the read was sent.
+	granted int64
+	age     time.Duration
+	sent    time.Time
 }
 
 // queueState reads key's queue as one of the queue operations in flight:
 // every arriving call reads it once, before it queues.
-func (l *Locker) queueState(ctx context.Context, key string, t int64) (ahead int, live, held bool, err error) {
+func (l *Locker) queueState(ctx context.Context, key string, t int64, memo string) (st queueState, err error) {
+	var granted sql.NullInt64
+	var age int64
 	if derr := l.fifo.do(ctx, func() {
-		err = l.q.QueryRowContext(ctx, l.fifo.sql.State, key, t, t, key).Scan(&ahead, &live, &held)
+		st.sent = time.Now()
+		err = l.q.QueryRowContext(ctx, l.fifo.sql.State, key, t, t, key, key, memo).
+			Scan(&st.ahead, &st.live, &st.held, &granted, &age)
 	}); derr != nil {
-		return 0, false, false, derr
+		return st, derr
 	}
-	return ahead, live, held, err
+	if memo != "" && granted.Valid {
+		st.granted, st.age = granted.Int64, time.Duration(age)*time.Microsecond
+	}
+	return st, err
 }
 
 // heldAs reports whether key is held under owner, with a live lease, by
 // any Locker: one read.
 func (l *Locker) heldAs(ctx context.Context, key, owner string) (bool, error) {
-	var token int64
-	switch err := l.q.QueryRowContext(ctx, l.fifo.sql.Owned, key, owner).Scan(&token); {
+	_, held, err := l.ownedBy(ctx, l.q, key, owner)
+	return held, err
+}
+
+// ownedBy reads the token of the live lease owner holds on key, if any.
+func (l *Locker) ownedBy(ctx context.Context, q dialect.Querier, key, owner string) (token int64, held bool, err error) {
+	switch err := q.QueryRowContext(ctx, l.fifo.sql.Owned, key, owner).Scan(&token); {
 	case err == nil:
-		return true, nil
+		return token, true, nil
 	case errors.Is(err, sql.ErrNoRows):
-		return false, nil
+		return 0, false, nil
 	default:
-		return false, l.wrapErr("read the holder of", key, err)
+		return 0, false, l.wrapErr("read the holder of", key, err)
 	}
 }
 

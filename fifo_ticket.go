@@ -24,13 +24,17 @@ var errTicketLost = errors.New("dblock: FIFO ticket expired")
 // insert is not cut short by ctx (it ends within the release bound); a ctx
 // that ended meanwhile deletes the ticket again. After an insert whose
 // outcome is unknown (the connection failed), the ticket is deleted by its
-// memo, which names this Locker and the call.
-func (l *Locker) enqueue(ctx context.Context, key string) (int64, error) {
+// memo, which names this Locker and the call: the grant memo of owner when
+// owner is not "" (a release may then give the key to owner, Pass).
+func (l *Locker) enqueue(ctx context.Context, key, owner string) (int64, error) {
 	if !l.startTicketRenewal() {
 		return 0, ErrClosed
 	}
 	f := l.fifo
 	memo := fmt.Sprintf("%s.%016x", l.id, rand.Uint64())
+	if owner != "" {
+		memo = dialect.GrantMemo(owner)
+	}
 	ms := l.cfg.ttl.Milliseconds()
 	var t int64
 	var err error
@@ -67,7 +71,11 @@ func (l *Locker) enqueue(ctx context.Context, key string) (int64, error) {
 
 // dequeue deletes ticket t. A ticket that cannot be deleted is left to run
 // out: its lease ends, and its successors pass it.
-func (l *Locker) dequeue(key string, t int64) {
+func (l *Locker) dequeue(key string, t int64) { l.deleteTicket(key, t) }
+
+// deleteTicket deletes ticket t and reports whether it did: false when
+// there was no such ticket, or the statement failed.
+func (l *Locker) deleteTicket(key string, t int64) bool {
 	f := l.fifo
 	f.mu.Lock()
 	delete(f.tickets, t)
@@ -79,12 +87,19 @@ func (l *Locker) dequeue(key string, t int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
 	var err error
-	if werr := f.do(ctx, func() { _, err = q.ExecContext(ctx, f.sql.Dequeue, t) }); werr != nil {
+	var n int64
+	if werr := f.do(ctx, func() {
+		var res sql.Result
+		if res, err = q.ExecContext(ctx, f.sql.Dequeue, t); err == nil {
+			n, err = res.RowsAffected()
+		}
+	}); werr != nil {
 		err = werr
 	}
 	if err != nil {
 		l.log.Warn("dblock: deleting a FIFO ticket failed; it runs out with its lease", "key", key, "ticket", t, "err", err)
 	}
+	return n > 0
 }
 
 // dequeueAsync deletes ticket t in the background, as one of the Locker's

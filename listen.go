@@ -103,11 +103,12 @@ func (l *Locker) listenLoop(n dialect.Notifier) {
 const wantWindow = 2 * time.Second
 
 // onEvent handles a notification: a released key wakes our first waiter for
-// it (and, released by another Locker, ends our standing back from it); a key
+// it (and, released by another Locker, ends our standing back from it),
+// unless the key went to a FIFO ticket older than that waiter's; a key
 // another Locker wants makes our releases of it notify for a while.
 // Events name keys by tag: a released key matters only if we wait for it,
 // and our queues know their tags; wanted marks are kept by tag.
-func (l *Locker) onEvent(released bool, from, tag string) {
+func (l *Locker) onEvent(released bool, from, tag string, granted int64) {
 	if released && from == "" {
 		l.recheckHeld(tag) // a ForceUnlock or a reap may have ended a lock of ours
 	}
@@ -119,7 +120,7 @@ func (l *Locker) onEvent(released bool, from, tag string) {
 		if from != l.id {
 			l.endYield(key)
 		}
-		l.waits.wakeHead(key)
+		l.waits.wakeHead(key, granted)
 		return
 	}
 	if from == l.id {

@@ -235,8 +235,23 @@ func (k *Lock) releaseRow(ctx context.Context) (wake bool, err error) {
 	// NOTIFY (PostgreSQL serialises notifying commits).
 	n := k.l.d.Notifier()
 	notify := n != nil && k.l.notifying() && k.l.wantedElsewhere(k.key)
+	// In FIFO mode the release gives the key to the oldest ticket when it
+	// can (fifo_grant.go), unless events say that nobody waits.
+	var p dialect.Passer
+	if k.l.cfg.fifo {
+		p = k.l.d.Passer()
+	}
+	pass := p != nil && (notify || k.l.waits.waiting(k.key) || !k.l.notifying())
+	var granted dialect.Grant
+	var sent time.Time
 	ok, uncertain, err := k.l.retryRelease(ctx, func() (bool, error) {
-		if notify {
+		switch {
+		case pass:
+			sent = time.Now()
+			ok, g, err := p.Pass(ctx, k.l.q, k.l.id, k.key, k.owner, k.token)
+			granted = g
+			return ok, err
+		case notify:
 			return n.ReleaseNotify(ctx, k.l.q, k.l.id, k.key, k.owner, k.token)
 		}
 		return k.l.acq.Release(ctx, k.l.q, k.key, k.owner, k.token, k.batchable())
@@ -254,7 +269,12 @@ func (k *Lock) releaseRow(ctx context.Context) (wake bool, err error) {
 		return wake, fmt.Errorf("%w: %q (token %d): lease expired or taken over", ErrNotHeld, k.key, k.token)
 	}
 	if k.l.debugging() {
-		k.l.log.Debug("dblock: released", "key", k.key, "token", k.token)
+		k.l.log.Debug("dblock: released", "key", k.key, "token", k.token, "granted ticket", granted.Ticket)
+	}
+	if granted.Ticket != 0 {
+		// Our head has news only if the ticket is its own and the grant
+		// could not be handed to it here, or its older ticket was passed.
+		wake = !k.l.handGrant(k.key, granted, sent) && k.l.waits.headNoLater(k.key, granted.Ticket)
 	}
 	return wake, nil
 }
@@ -304,7 +324,7 @@ func (k *Lock) lose(cause error) {
 		err := fmt.Errorf("%w: %q (token %d): %w", ErrLockLost, k.key, k.token, cause)
 		k.l.lost(k, err) // before Done closes, as in end
 		k.cancel(err)
-		k.l.waits.wakeHead(k.key) // it may be free: a waiter of ours may try
+		k.l.waits.wakeHead(k.key, 0) // it may be free: a waiter of ours may try
 		k.l.log.Warn("dblock: lock lost", "key", k.key, "token", k.token, "cause", cause)
 	})
 }

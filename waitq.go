@@ -64,6 +64,9 @@ type waiter struct {
 	lc    lockConfig    // what the waiter acquires with; a handover uses it
 	state waiterState
 	order int64 // its FIFO ticket (joinOrdered), else 0
+	// memo is the owner memo a release may give the key to (its ticket's
+	// grant memo), fixed when it queued; "" if none.
+	memo string
 }
 
 func (w *waitQueues) join(key string, lc lockConfig) *waiter {
@@ -81,8 +84,8 @@ func (w *waitQueues) join(key string, lc lockConfig) *waiter {
 // joinOrdered queues a waiter holding FIFO ticket order behind the waiters
 // with smaller tickets: tickets drawn concurrently may join out of order.
 // A waiter that becomes head is woken.
-func (w *waitQueues) joinOrdered(key string, lc lockConfig, order int64) *waiter {
-	wt := &waiter{wake: make(chan struct{}, 1), grant: make(chan *Lock, 1), lc: lc, order: order}
+func (w *waitQueues) joinOrdered(key string, lc lockConfig, order int64, memo string) *waiter {
+	wt := &waiter{wake: make(chan struct{}, 1), grant: make(chan *Lock, 1), lc: lc, order: order, memo: memo}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.newQueue(key)
@@ -173,6 +176,19 @@ func (w *waitQueues) reserveHead(key string) *waiter {
 	return q[0]
 }
 
+// reserveTicket reserves key's head waiter for a handover when it holds
+// FIFO ticket order and is idle.
+func (w *waitQueues) reserveTicket(key string, order int64) *waiter {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.q[key]
+	if len(q) == 0 || q[0].order != order || q[0].memo == "" || q[0].state != waiterIdle {
+		return nil
+	}
+	q[0].state = waiterReserved
+	return q[0]
+}
+
 // finish ends a handover to wt: lk is the lock it was given, or nil when the
 // handover failed and wt must try on its own. After a failure whose outcome
 // is unknown (the statement may have run), freshOwner replaces wt's owner
@@ -201,13 +217,26 @@ func (w *waitQueues) freshOwner(wt *waiter) {
 	}
 }
 
-// wakeHead tells key's head waiter, if any, to try now.
-func (w *waitQueues) wakeHead(key string) {
+// wakeHead tells key's head waiter, if any, to try now; not when the key
+// went to FIFO ticket granted (not 0) and the head's ticket is younger: the
+// head has no news then (its ticket stays behind), where a head holding
+// that ticket has its grant to read, and one holding an older ticket was
+// passed over (its ticket ran out).
+func (w *waitQueues) wakeHead(key string, granted int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if q := w.q[key]; len(q) > 0 {
+	if q := w.q[key]; len(q) > 0 && (granted == 0 || q[0].order <= granted) {
 		signal(q[0].wake)
 	}
+}
+
+// headNoLater reports whether key's head waiter holds FIFO ticket order
+// or an older one.
+func (w *waitQueues) headNoLater(key string, order int64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.q[key]
+	return len(q) > 0 && q[0].order <= order
 }
 
 // wakeAll wakes every head, after notifications may have been missed.

@@ -156,6 +156,9 @@ type Dialect interface {
 	Tx() Tx
 	// Notifier returns the events between Lockers, or nil.
 	Notifier() Notifier
+	// Passer returns the release that gives a key to its oldest FIFO
+	// ticket, or nil.
+	Passer() Passer
 }
 
 // Batch runs many calls of concurrent goroutines as one statement.
@@ -207,8 +210,9 @@ type Notifier interface {
 	// Listen holds a connection of its own, calls ready once it receives
 	// events, then onEvent with each one, until ctx ends or the connection
 	// fails. It returns ErrNoNotify when the driver cannot deliver
-	// notifications. Events name keys by tag, never in clear.
-	Listen(ctx context.Context, db *sql.DB, ready func(), onEvent func(released bool, from, tag string)) error
+	// notifications. Events name keys by tag, never in clear; granted is
+	// the FIFO ticket a release gave the key to (Pass), else 0.
+	Listen(ctx context.Context, db *sql.DB, ready func(), onEvent func(released bool, from, tag string, granted int64)) error
 	// Tag names key in events.
 	Tag(key string) string
 	// ReleaseNotify is Release that also announces that Locker from
@@ -228,9 +232,11 @@ type QueueSQL struct {
 	// Returning it returns the number, else the result's LastInsertId is.
 	Enqueue   string
 	Returning bool
-	// State reads (ahead, live, held) for (key, ticket, ticket, key): live
-	// tickets ahead (0, 1, or 2 for more), whether ticket is live, and
-	// whether a lease holds key.
+	// State reads (ahead, live, held, token, age) for (key, ticket,
+	// ticket, key, key, memo): live tickets ahead (0, 1, or 2 for more),
+	// whether ticket is live, whether a lease holds key, and the token of
+	// the live lease memo holds on key (NULL if none) with the microseconds
+	// since it was taken or renewed (0 if none), by the database clock.
 	State string
 	// Renew bumps update_time of the live tickets listed, by number.
 	Renew *Sized
@@ -241,6 +247,29 @@ type QueueSQL struct {
 	// Owned reads the token of (key, memo)'s live row on the lock table.
 	Owned string
 }
+
+// Passer is a release that, when it takes the last level, gives the key to
+// the oldest live FIFO ticket for it if that ticket is grantable (its memo is
+// GrantMemo(owner)): the row moves to owner with a fresh token and the
+// ticket's lease, and the ticket is deleted, in one durable commit. A release that can
+// notify announces the grant as it announces a release. On an engine in
+// portable mode it is a plain release.
+type Passer interface {
+	// Pass releases (key, owner, token) for Locker from. granted names the
+	// ticket and the token it got; its zero value when the release granted
+	// nothing.
+	Pass(ctx context.Context, q Querier, from, key, owner string, token int64) (ok bool, granted Grant, err error)
+}
+
+// Grant is a lease a release gave to a FIFO ticket (Passer).
+type Grant struct {
+	Ticket int64 // the ticket; 0: none
+	Token  int64 // the fencing token of the lease; 0: no grant
+}
+
+// GrantMemo is the memo of a FIFO ticket to which a release may give the
+// key, under owner (Passer).
+func GrantMemo(owner string) string { return "g:" + owner }
 
 // QueueTable names the ticket table of table.
 func QueueTable(table string) string { return table + "_queue" }

@@ -24,3 +24,10 @@ func (m *mysqlDialect) Queue() *dialect.QueueSQL {
 		Reap:    queries.Get("queue.reap", r),
 	}
 }
+
+// Passer implements dialect.Dialect: MySQL's FIFO releases do not grant.
+// Without release events a waiter learns of a grant only at its next poll,
+// so a grant saves little there; and a statement that reads the ticket
+// table's index to update the lock table deadlocked with ticket deletes
+// (InnoDB locks what an UPDATE's subquery reads).
+func (m *mysqlDialect) Passer() dialect.Passer { return nil }

@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/dblockhq/dblock/internal/dialect"
@@ -22,11 +23,13 @@ func (p *postgres) channel() string { return "dblock_" + p.table }
 // (database/sql holds a connection's lock during Raw), and closing any
 // statement ever prepared on it, by any Locker on db, would wait for that.
 // Other PostgreSQL drivers (lib/pq) fall back to polling.
-// Payloads: "F:<locker>:<tag>" when a Locker frees a key, "W:<locker>:<tag>"
+// Payloads: "F:<locker>:<tag>" when a Locker frees a key,
+// "G:<locker>:<tag>:<ticket>" when it gives the key to a FIFO ticket (Pass),
+// "W:<locker>:<tag>"
 // when a Locker's goroutine waits for it, and "R:<tag>" when a key is freed
 // by no Locker in particular (a reap, ForceUnlock). A tag names a key
 // without showing it (see tag); a forged event costs a waiter one re-check.
-func (p *postgres) Listen(ctx context.Context, db *sql.DB, ready func(), onEvent func(bool, string, string)) error {
+func (p *postgres) Listen(ctx context.Context, db *sql.DB, ready func(), onEvent func(bool, string, string, int64)) error {
 	if v, err := p.on(ctx, db); err != nil {
 		return err
 	} else if v.portable {
@@ -52,10 +55,16 @@ func (p *postgres) Listen(ctx context.Context, db *sql.DB, ready func(), onEvent
 		}
 		switch kind, rest, _ := strings.Cut(n.Payload, ":"); kind {
 		case "R":
-			onEvent(true, "", rest)
+			onEvent(true, "", rest, 0)
 		case "F", "W":
 			if from, key, ok := strings.Cut(rest, ":"); ok {
-				onEvent(kind == "F", from, key)
+				onEvent(kind == "F", from, key, 0)
+			}
+		case "G":
+			from, rest, _ := strings.Cut(rest, ":")
+			key, t, _ := strings.Cut(rest, ":")
+			if ticket, err := strconv.ParseInt(t, 10, 64); err == nil && ticket > 0 {
+				onEvent(true, from, key, ticket)
 			}
 		}
 	}
@@ -97,6 +106,30 @@ func (p *postgres) ReleaseNotify(ctx context.Context, q dialect.Querier, from, k
 	var n, notified int
 	err := q.QueryRowContext(ctx, p.releaseNotifySQL, key, owner, token, p.channel(), from, p.Tag(key)).Scan(&n, &notified)
 	return n == 1, err
+}
+
+// Passer implements dialect.Dialect: nil in portable mode.
+func (p *postgres) Passer() dialect.Passer {
+	if p.portable {
+		return nil
+	}
+	return p
+}
+
+// Pass implements dialect.Passer with queue.pass; on a distributed engine
+// behind a PostgreSQL Locker, it is Release.
+func (p *postgres) Pass(ctx context.Context, q dialect.Querier, from, key, owner string, token int64) (bool, dialect.Grant, error) {
+	if v, err := p.on(ctx, q); err != nil || v.portable {
+		if err != nil {
+			return false, dialect.Grant{}, err
+		}
+		ok, _, err := v.Release(ctx, q, key, owner, token)
+		return ok, dialect.Grant{}, err
+	}
+	var n, notified int
+	var ticket, given sql.NullInt64
+	err := q.QueryRowContext(ctx, p.passSQL, key, owner, token, p.channel(), from, p.Tag(key)).Scan(&n, &ticket, &given, &notified)
+	return n == 1, dialect.Grant{Ticket: ticket.Int64, Token: given.Int64}, err
 }
 
 func (p *postgres) Want(ctx context.Context, q dialect.Querier, from string, keys []string) error {

@@ -31,6 +31,7 @@ type postgres struct {
 	takeAnySQL, ensureSQL  string
 	existingSQL            string
 	releaseNotifySQL       string
+	passSQL                string
 	takeMany, releaseMany  *dialect.Sized // combined statements, by number of calls
 	fenceKey               int64          // the reap fence's advisory lock
 	versionDDL             string
@@ -115,6 +116,8 @@ func build(table string, durableRelease, portable bool) *postgres {
 	p.heldKeysSQL = queries.Get("heldKeys", r)
 	p.handoffSQL = queries.Get("handoff", r)
 	p.releaseNotifySQL = queries.Get("releaseNotify", r)
+	p.passSQL = queries.Get("queue.pass", strings.NewReplacer("{q}", p.Quote(dialect.QueueTable(table)), "{t}", t,
+		"{seq}", strings.ReplaceAll(seq, `'`, `''`), "{expired}", pgExpired, "{live}", pgLive))
 	p.renewSQL = queries.Get("renew", r)
 	p.reapSQL = queries.Get("reap", r)
 	p.getSQL = queries.Get("get", p.adminReplacer())
@@ -370,5 +373,5 @@ func (p *postgres) AlreadyApplied(error) bool { return false }
 // Kinds implements dialect.Dialect.
 func (p *postgres) Kinds() map[string]string {
 	return map[string]string{p.acquireSQL: "upsert", p.takeSQL: "take", p.handoffSQL: "handoff",
-		p.releaseSQL: "release", p.releaseNotifySQL: "release"}
+		p.releaseSQL: "release", p.releaseNotifySQL: "release", p.passSQL: "release"}
 }

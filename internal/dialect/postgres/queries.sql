@@ -163,7 +163,47 @@ INSERT INTO {q} (key_id, memo, lease_ms) VALUES ($1, $2, $3) RETURNING ticket
 -- name: queue.state
 SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM {q} q WHERE q.key_id = $1 AND q.ticket < $2 AND {live} LIMIT 2) a),
   EXISTS (SELECT 1 FROM {q} q WHERE q.ticket = $3 AND {live}),
-  EXISTS (SELECT 1 FROM {t} l WHERE l.key_id = $4 AND l.depth > 0 AND NOT ({expired}))
+  EXISTS (SELECT 1 FROM {t} l WHERE l.key_id = $4 AND l.depth > 0 AND NOT ({expired})),
+  g.token, COALESCE(g.age, 0)
+FROM (SELECT 1) AS one LEFT JOIN (
+  SELECT l.token, (EXTRACT(EPOCH FROM statement_timestamp() - l.update_time) * 1000000)::bigint AS age
+  FROM {t} l WHERE l.key_id = $5 AND l.memo = $6 AND l.depth > 0 AND NOT ({expired})) AS g ON true
+
+-- name: queue.pass
+-- releaseNotify that passes the key to the oldest live ticket, when that
+-- ticket is grantable (its memo is "g:" and the waiter's owner memo) and
+-- the release takes the last level: the row moves to the waiter's memo
+-- with a token drawn on the locked row (as a handover's), the ticket's
+-- lease, and the ticket goes, all in one durable commit. The ticket is
+-- locked first, so a waiter that deletes it to leave either finds it gone
+-- (granted: it then releases what it was given) or deletes it before any
+-- grant. It notifies "G:<locker>:<tag>:<ticket>" for a grant, else as
+-- releaseNotify does. It returns (rows released, ticket granted, its
+-- token), NULLs when it granted nothing.
+WITH n AS (
+  SELECT q.ticket, q.memo, q.lease_ms FROM {q} q
+  WHERE q.key_id = $1 AND {live}
+  ORDER BY q.ticket LIMIT 1
+  FOR UPDATE),
+g AS (SELECT n.ticket, substr(n.memo, 3) AS owner, n.lease_ms FROM n WHERE n.memo LIKE 'g:%'),
+r AS (
+  UPDATE {t} AS l SET
+    depth = CASE WHEN l.depth = 1 AND g.ticket IS NOT NULL THEN 1 ELSE l.depth - 1 END,
+    memo = CASE WHEN l.depth > 1 THEN l.memo WHEN g.ticket IS NOT NULL THEN g.owner ELSE '' END,
+    token = CASE WHEN l.depth = 1 AND g.ticket IS NOT NULL THEN nextval('{seq}') ELSE l.token END,
+    lease_ms = CASE WHEN l.depth > 1 THEN l.lease_ms WHEN g.ticket IS NOT NULL THEN g.lease_ms ELSE 0 END,
+    data = CASE WHEN l.depth = 1 AND g.ticket IS NOT NULL THEN NULL ELSE l.data END,
+    update_time = CASE WHEN l.depth = 1 THEN statement_timestamp() ELSE l.update_time END,
+    acquired_time = CASE WHEN l.depth = 1 AND g.ticket IS NOT NULL THEN statement_timestamp() ELSE l.acquired_time END
+  FROM (SELECT 1) AS one LEFT JOIN g ON true
+  WHERE l.key_id = $1 AND l.memo = $2 AND l.token = $3 AND l.depth > 0 AND NOT ({expired})
+  RETURNING l.depth, l.token, CASE WHEN l.memo <> $2 THEN g.ticket END AS granted),
+d AS (DELETE FROM {q} q USING r WHERE q.ticket = r.granted),
+x AS (SELECT pg_notify($4, CASE WHEN r.granted IS NULL THEN 'F:' || $5 || ':' || $6
+    ELSE 'G:' || $5 || ':' || $6 || ':' || r.granted END)
+  FROM r WHERE r.depth = 0 OR r.granted IS NOT NULL)
+SELECT (SELECT count(*) FROM r), (SELECT max(r.granted) FROM r),
+  (SELECT max(r.token) FROM r WHERE r.granted IS NOT NULL), (SELECT count(*) FROM x)
 
 -- name: queue.renew
 UPDATE {q} q SET update_time = statement_timestamp() WHERE q.ticket IN ({list}) AND {live}

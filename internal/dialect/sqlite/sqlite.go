@@ -112,6 +112,9 @@ func (s *sqliteDialect) Tx() dialect.Tx { return nil }
 // Notifier implements dialect.Dialect: SQLite has no events.
 func (s *sqliteDialect) Notifier() dialect.Notifier { return nil }
 
+// Passer implements dialect.Dialect: SQLite's FIFO releases do not grant.
+func (s *sqliteDialect) Passer() dialect.Passer { return nil }
+
 // Upsert first reads whether another owner holds key: a reader never waits
 // for the file's single writer (WAL), so waiters polling a held key leave the
 // write lock to the holder's release and renewals. Only a key that looked

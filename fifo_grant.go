@@ -1,0 +1,92 @@
+package dblock
+
+import (
+	"context"
+	"time"
+
+	"github.com/dblockhq/dblock/internal/dialect"
+)
+
+// A release in FIFO mode may give the key straight to the oldest live ticket
+// (dialect.Passer; PostgreSQL) instead of freeing it: one durable commit
+// moves the row to the waiting call's owner memo with a fresh token and
+// deletes the ticket, where a release, a wake-up, a read of the queue, an
+// acquire and the ticket's delete took three commits and four statements. A
+// waiter of the releasing Locker is handed the lock at once (handGrant);
+// one elsewhere is woken by the release's event, which names the ticket (so
+// other waiters stay asleep), and learns of the grant from the read of the
+// queue it makes when woken anyway: that read returns the lease its memo
+// now holds, and how long ago it began by the database clock. The lease's
+// local start is put that far back.
+
+// grantable reports whether a release may give key to lc's waiting call:
+// the call has no Owner (its memo is its own, drawn for this call), no Data
+// (a grant carries none), and the Locker's lease (its ticket's lease, which
+// the grant gives), on a dialect whose releases grant.
+func (l *Locker) grantable(lc lockConfig) bool {
+	return !lc.explicitOwner && lc.data == "" && lc.ttl == l.cfg.ttl && l.d.Passer() != nil
+}
+
+// adopt makes the Lock of the lease a release gave to memo, as try does for
+// a lease it took. The lease began st.age before st was read, by the
+// database clock; its local start is put that much before the read was
+// sent, so the local end of the lease is never later than the database's.
+func (l *Locker) adopt(key string, lc lockConfig, memo string, st queueState) (*Lock, error) {
+	lc.owner = memo
+	lk := l.newLock(key, lc, st.granted, st.sent.Add(-st.age))
+	if !l.register(lk) {
+		_ = lk.release(context.Background(), ErrClosed)
+		return nil, ErrClosed
+	}
+	l.fifo.grants.Add(1)
+	if l.debugging() {
+		l.log.Debug("dblock: granted", "key", key, "token", st.granted, "age", st.age)
+	}
+	return lk, nil
+}
+
+// leaveTicket deletes ticket t of a call that leaves the queue without the
+// key. A ticket found gone may have been granted to memo (not ""): a grant
+// deletes it in the same commit, and a delete waits for a grant in flight
+// (which locks the ticket first), so once the delete is done any grant is
+// visible; the lease it gave is released.
+func (l *Locker) leaveTicket(key string, t int64, memo string) {
+	if l.deleteTicket(key, t) || memo == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	token, held, err := l.ownedBy(ctx, l.db, key, memo)
+	if err == nil && held {
+		_, err = l.acq.Release(ctx, l.db, key, memo, token, false)
+		if err == nil {
+			l.log.Debug("dblock: released a grant its call had left", "key", key, "token", token)
+		}
+	}
+	if err != nil {
+		l.log.Warn("dblock: a lease granted to a call that left may run out with its lease", "key", key, "err", err)
+	}
+}
+
+// handGrant gives the lease a release of ours, sent at sent, granted to
+// ticket g.Ticket straight to our waiter holding that ticket, when it is
+// the head of key's queue and idle: it learns without a read. Otherwise
+// the waiter, here or elsewhere, reads the grant when woken. It reports
+// whether it handed the lease.
+func (l *Locker) handGrant(key string, g dialect.Grant, sent time.Time) bool {
+	w := l.waits.reserveTicket(key, g.Ticket)
+	if w == nil {
+		return false
+	}
+	lc := w.lc
+	lc.owner = w.memo
+	lk := l.newLock(key, lc, g.Token, sent)
+	if !l.register(lk) { // closed meanwhile
+		l.waits.finish(w, nil, "")
+		_ = lk.release(context.Background(), ErrClosed)
+		return true
+	}
+	l.fifo.grants.Add(1)
+	l.waits.finish(w, lk, "")
+	return true
+}
