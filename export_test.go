@@ -208,7 +208,7 @@ func WantedElsewhere(l *Locker, key string) bool { return l.wantedElsewhere(key)
 // oldest FIFO ticket, and returns the ticket and token given (zeros when
 // none). Lk stays registered. Test hook.
 func PassOn(ctx context.Context, l *Locker, lk *Lock) (ok bool, ticket, token int64, err error) {
-	ok, g, err := l.d.Passer().Pass(ctx, l.q, l.id, lk.key, lk.owner, lk.token)
+	ok, g, err := l.d.Passer().Pass(ctx, l.q, l.id, lk.key, lk.owner, lk.token, 0)
 	return ok, g.Ticket, g.Token, err
 }
 

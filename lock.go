@@ -248,7 +248,7 @@ func (k *Lock) releaseRow(ctx context.Context) (wake bool, err error) {
 		switch {
 		case pass:
 			sent = time.Now()
-			ok, g, err := p.Pass(ctx, k.l.q, k.l.id, k.key, k.owner, k.token)
+			ok, g, err := p.Pass(ctx, k.l.q, k.l.id, k.key, k.owner, k.token, k.l.waits.headTicket(k.key))
 			granted = g
 			return ok, err
 		case notify:

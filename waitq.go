@@ -230,6 +230,17 @@ func (w *waitQueues) wakeHead(key string, granted int64) {
 	}
 }
 
+// headTicket returns the FIFO ticket of key's head waiter if it may be
+// granted the key (0: none).
+func (w *waitQueues) headTicket(key string) int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if q := w.q[key]; len(q) > 0 && q[0].memo != "" {
+		return q[0].order
+	}
+	return 0
+}
+
 // headNoLater reports whether key's head waiter holds FIFO ticket order
 // or an older one.
 func (w *waitQueues) headNoLater(key string, order int64) bool {

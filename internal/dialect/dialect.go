@@ -257,8 +257,9 @@ type QueueSQL struct {
 type Passer interface {
 	// Pass releases (key, owner, token) for Locker from. granted names the
 	// ticket and the token it got; its zero value when the release granted
-	// nothing.
-	Pass(ctx context.Context, q Querier, from, key, owner string, token int64) (ok bool, granted Grant, err error)
+	// nothing. A grant to ticket mine (one of Locker from's; 0: none) is
+	// not announced: Locker from hands it over itself.
+	Pass(ctx context.Context, q Querier, from, key, owner string, token, mine int64) (ok bool, granted Grant, err error)
 }
 
 // Grant is a lease a release gave to a FIFO ticket (Passer).

@@ -118,7 +118,7 @@ func (p *postgres) Passer() dialect.Passer {
 
 // Pass implements dialect.Passer with queue.pass; on a distributed engine
 // behind a PostgreSQL Locker, it is Release.
-func (p *postgres) Pass(ctx context.Context, q dialect.Querier, from, key, owner string, token int64) (bool, dialect.Grant, error) {
+func (p *postgres) Pass(ctx context.Context, q dialect.Querier, from, key, owner string, token, mine int64) (bool, dialect.Grant, error) {
 	if v, err := p.on(ctx, q); err != nil || v.portable {
 		if err != nil {
 			return false, dialect.Grant{}, err
@@ -128,7 +128,7 @@ func (p *postgres) Pass(ctx context.Context, q dialect.Querier, from, key, owner
 	}
 	var n, notified int
 	var ticket, given sql.NullInt64
-	err := q.QueryRowContext(ctx, p.passSQL, key, owner, token, p.channel(), from, p.Tag(key)).Scan(&n, &ticket, &given, &notified)
+	err := q.QueryRowContext(ctx, p.passSQL, key, owner, token, p.channel(), from, p.Tag(key), mine).Scan(&n, &ticket, &given, &notified)
 	return n == 1, dialect.Grant{Ticket: ticket.Int64, Token: given.Int64}, err
 }
 

@@ -177,8 +177,9 @@ FROM (SELECT 1) AS one LEFT JOIN (
 -- lease, and the ticket goes, all in one durable commit. The ticket is
 -- locked first, so a waiter that deletes it to leave either finds it gone
 -- (granted: it then releases what it was given) or deletes it before any
--- grant. It notifies "G:<locker>:<tag>:<ticket>" for a grant, else as
--- releaseNotify does. It returns (rows released, ticket granted, its
+-- grant. It notifies "G:<locker>:<tag>:<ticket>" for a grant to another
+-- ticket than $7 (the releasing Locker's, which it hands over itself),
+-- else as releaseNotify does. It returns (rows released, ticket granted, its
 -- token), NULLs when it granted nothing.
 WITH n AS (
   SELECT q.ticket, q.memo, q.lease_ms FROM {q} q
@@ -201,7 +202,7 @@ r AS (
 d AS (DELETE FROM {q} q USING r WHERE q.ticket = r.granted),
 x AS (SELECT pg_notify($4, CASE WHEN r.granted IS NULL THEN 'F:' || $5 || ':' || $6
     ELSE 'G:' || $5 || ':' || $6 || ':' || r.granted END)
-  FROM r WHERE r.depth = 0 OR r.granted IS NOT NULL)
+  FROM r WHERE r.depth = 0 OR r.granted <> $7::bigint)
 SELECT (SELECT count(*) FROM r), (SELECT max(r.granted) FROM r),
   (SELECT max(r.token) FROM r WHERE r.granted IS NOT NULL), (SELECT count(*) FROM x)
 
