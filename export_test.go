@@ -227,3 +227,30 @@ func LeaseAge(ctx context.Context, l *Locker, key, memo string) (token int64, ag
 	st, err := l.queueState(ctx, key, noTicket, memo)
 	return st.granted, st.age, err
 }
+
+// TakeAfterGrant queues a ticket for key as a waiting Lock call of l does
+// (l made WithFIFO), lets release give the key to it, then sends the take
+// that call would send had its read of the queue come just before the
+// grant. It reports whether that take got the key, and releases what it
+// got. Test hook.
+func TakeAfterGrant(ctx context.Context, l *Locker, key string, release func() error) (took bool, err error) {
+	lc, err := l.lockConfig(key, nil)
+	if err != nil {
+		return false, err
+	}
+	memo := grantMemo(l.grantable(lc))
+	t, err := l.enqueue(ctx, key, memo)
+	if err != nil {
+		return false, err
+	}
+	defer l.dequeue(key, t)
+	if err := release(); err != nil {
+		return false, err
+	}
+	var lk *Lock
+	took, err = l.takeLease(key, lc, &lk)(ctx)
+	if lk != nil {
+		_ = lk.Unlock(ctx)
+	}
+	return took, err
+}

@@ -134,10 +134,7 @@ func (l *Locker) lockFIFO(ctx context.Context, key string, lc lockConfig) (*Lock
 func (l *Locker) queueFor(ctx context.Context, key string, lc lockConfig, grant bool, take take) (int64, *Lock, error) {
 	var lastErr error
 	b := l.waitBackoff(lc.ttl)
-	memo := "" // the owner memo a release may give the key to
-	if grant {
-		memo = lc.owner
-	}
+	memo := grantMemo(grant)
 	for {
 		t, err := l.enqueue(ctx, key, memo)
 		if err != nil {
@@ -159,6 +156,18 @@ func (l *Locker) queueFor(ctx context.Context, key string, lc lockConfig, grant 
 		}
 		l.log.Warn("dblock: a FIFO ticket ran out while its call waited; queueing again", "key", key, "ticket", t)
 	}
+}
+
+// grantMemo returns the owner memo a release may give the key to ("" with
+// grant false): one of its own, not the call's, so that a take of the
+// call's whose read of the queue came before the grant can never re-enter
+// a lease granted meanwhile; it finds the key held, and the next read finds
+// the grant.
+func grantMemo(grant bool) string {
+	if !grant {
+		return ""
+	}
+	return newOwner()
 }
 
 // waitTurn waits until ticket t is the oldest live ticket for key and the
@@ -192,7 +201,7 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 		case <-l.closing:
 			return nil, ErrClosed
 		}
-		if !l.waits.isHead(key, w) {
+		if !l.waits.mayAsk(key, w) {
 			continue
 		}
 		if !l.holds(key) && l.waits.beginTry(key, w) {

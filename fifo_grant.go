@@ -9,8 +9,8 @@ import (
 
 // A release in FIFO mode may give the key straight to the oldest live ticket
 // (dialect.Passer; PostgreSQL) instead of freeing it: one durable commit
-// moves the row to the waiting call's owner memo with a fresh token and
-// deletes the ticket, where a release, a wake-up, a read of the queue, an
+// moves the row to a memo drawn for the waiting call's grant (grantMemo)
+// with a fresh token and deletes the ticket, where a release, a wake-up, a read of the queue, an
 // acquire and the ticket's delete took three commits and four statements. A
 // waiter of the releasing Locker is handed the lock at once (handGrant);
 // one elsewhere is woken by the release's event, which names the ticket (so
@@ -20,9 +20,10 @@ import (
 // local start is put that far back.
 
 // grantable reports whether a release may give key to lc's waiting call:
-// the call has no Owner (its memo is its own, drawn for this call), no Data
-// (a grant carries none), and the Locker's lease (its ticket's lease, which
-// the grant gives), on a dialect whose releases grant.
+// the call has no Owner (which a grant, under a memo of its own, would not
+// keep), no Data (a grant carries none), and the Locker's lease (its
+// ticket's lease, which the grant gives), on a dialect whose releases
+// grant.
 func (l *Locker) grantable(lc lockConfig) bool {
 	return !lc.explicitOwner && lc.data == "" && lc.ttl == l.cfg.ttl && l.d.Passer() != nil
 }

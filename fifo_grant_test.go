@@ -201,3 +201,30 @@ func TestFIFOGrantLeaseAge(t *testing.T) {
 		}
 	})
 }
+
+// A waiting call whose read of the queue came just before a release gave it
+// the key sends its take after the grant: the take must not re-enter the
+// granted lease (it would hold it at depth 2, and its Unlock would leave it
+// held by nobody until its lease ran out). Found by the bench: a slice in
+// which all 8 goroutines waited behind such a lease.
+func TestFIFOGrantNotReentered(t *testing.T) {
+	const d = dblock.Postgres
+	l, _, table := dbtest.Locker(t, d, fifoOpts()...)
+	holder, _ := newLocker(t, d, table) // not FIFO: it takes past the ticket
+	ctx := ctxT(t, time.Minute)
+	const key = "fifo-grant-reentry"
+	held := mustLock(t)(holder.TryLock(ctx, key))
+	took, err := dblock.TakeAfterGrant(ctx, l, key, func() error {
+		ok, ticket, _, err := dblock.PassOn(ctx, holder, held)
+		if err == nil && (!ok || ticket == 0) {
+			err = errors.New("the release granted nothing")
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("TakeAfterGrant: %v", err)
+	}
+	if took {
+		t.Fatal("the waiting call's take re-entered the lease granted to it")
+	}
+}

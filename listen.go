@@ -112,6 +112,12 @@ func (l *Locker) onEvent(released bool, from, tag string, granted int64) {
 	if released && from == "" {
 		l.recheckHeld(tag) // a ForceUnlock or a reap may have ended a lock of ours
 	}
+	if released && granted != 0 {
+		if key, ok := l.waits.grantEvent(tag, granted); ok && from != l.id {
+			l.endYield(key)
+		}
+		return
+	}
 	if released {
 		key, ok := l.waits.keyOf(tag)
 		if !ok {

@@ -236,9 +236,10 @@ func (k *Lock) releaseRow(ctx context.Context) (wake bool, err error) {
 	n := k.l.d.Notifier()
 	notify := n != nil && k.l.notifying() && k.l.wantedElsewhere(k.key)
 	// In FIFO mode the release gives the key to the oldest ticket when it
-	// can (fifo_grant.go), unless events say that nobody waits.
+	// can (fifo_grant.go), unless events say that nobody waits, or the
+	// Locker is closing (its own waiters are leaving).
 	var p dialect.Passer
-	if k.l.cfg.fifo {
+	if k.l.cfg.fifo && !k.l.isClosed() {
 		p = k.l.d.Passer()
 	}
 	pass := p != nil && (notify || k.l.waits.waiting(k.key) || !k.l.notifying())
@@ -272,9 +273,10 @@ func (k *Lock) releaseRow(ctx context.Context) (wake bool, err error) {
 		k.l.log.Debug("dblock: released", "key", k.key, "token", k.token, "granted ticket", granted.Ticket)
 	}
 	if granted.Ticket != 0 {
-		// Our head has news only if the ticket is its own and the grant
-		// could not be handed to it here, or its older ticket was passed.
-		wake = !k.l.handGrant(k.key, granted, sent) && k.l.waits.headNoLater(k.key, granted.Ticket)
+		// Handed over here, or not (the ticket is elsewhere, or its
+		// waiter is busy): then a waiter of ours holding it reads the
+		// grant when woken, after the release; the others sleep on.
+		wake = !k.l.handGrant(k.key, granted, sent) && k.l.waits.told(k.key, granted.Ticket)
 	}
 	return wake, nil
 }

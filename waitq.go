@@ -15,6 +15,11 @@ type waitQueues struct {
 	mu   sync.Mutex
 	q    map[string][]*waiter
 	tags map[string]string // tag → key of every queue, when tagOf is set
+	// recent holds, per key ("k:"+key) or per tag ("t:"+tag), the last
+	// FIFO tickets granted whose waiter was not queued here when the
+	// news came: a waiter that queues after the grant (its ticket insert
+	// had returned, its join not yet) finds its ticket there.
+	recent map[string][]int64
 	// tagOf names keys in notifications (notifier.tag); nil without them.
 	tagOf func(key string) string
 }
@@ -67,6 +72,10 @@ type waiter struct {
 	// memo is the owner memo a release may give the key to (its ticket's
 	// grant memo), fixed when it queued; "" if none.
 	memo string
+	// news says that a release gave the key to its ticket: it may read the
+	// queue though it is not the head (a ticket drawn concurrently with an
+	// older one of ours may be granted first, while that one waits).
+	news bool
 }
 
 func (w *waitQueues) join(key string, lc lockConfig) *waiter {
@@ -95,6 +104,10 @@ func (w *waitQueues) joinOrdered(key string, lc lockConfig, order int64, memo st
 		i--
 	}
 	w.q[key] = slices.Insert(q, i, wt)
+	if memo != "" && (w.recall("k:"+key, order) || w.tagOf != nil && w.recall("t:"+w.tagOf(key), order)) {
+		wt.news = true // granted before it queued here
+		signal(wt.wake)
+	}
 	if i == 0 {
 		signal(wt.wake)
 	}
@@ -144,17 +157,27 @@ func (w *waitQueues) isHead(key string, wt *waiter) bool {
 	return len(q) > 0 && q[0] == wt
 }
 
-// beginTry marks wt, the head, as trying on its own; false if a handover to
-// it is in flight (or it is not the head).
+// beginTry marks wt, the head or one told of a grant (news), as trying on
+// its own; false if a handover to it is in flight (or it is neither).
 func (w *waitQueues) beginTry(key string, wt *waiter) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.q[key]
-	if len(q) == 0 || q[0] != wt || wt.state != waiterIdle {
+	if len(q) == 0 || (q[0] != wt && !wt.news) || wt.state != waiterIdle {
 		return false
 	}
 	wt.state = waiterTrying
+	wt.news = false
 	return true
+}
+
+// mayAsk reports whether wt may ask the database: it is the head, or was
+// told of a grant.
+func (w *waitQueues) mayAsk(key string, wt *waiter) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.q[key]
+	return len(q) > 0 && (q[0] == wt || wt.news)
 }
 
 func (w *waitQueues) endTry(wt *waiter) {
@@ -176,17 +199,60 @@ func (w *waitQueues) reserveHead(key string) *waiter {
 	return q[0]
 }
 
-// reserveTicket reserves key's head waiter for a handover when it holds
-// FIFO ticket order and is idle.
+// reserveTicket reserves key's waiter holding FIFO ticket order (wherever
+// it stands) for a handover when it is idle.
 func (w *waitQueues) reserveTicket(key string, order int64) *waiter {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	q := w.q[key]
-	if len(q) == 0 || q[0].order != order || q[0].memo == "" || q[0].state != waiterIdle {
+	wt := w.holding(key, order)
+	if wt == nil || wt.state != waiterIdle {
 		return nil
 	}
-	q[0].state = waiterReserved
-	return q[0]
+	wt.state = waiterReserved
+	return wt
+}
+
+// holding returns key's waiter holding grantable FIFO ticket order, or
+// nil. Under w.mu.
+func (w *waitQueues) holding(key string, order int64) *waiter {
+	for _, wt := range w.q[key] {
+		if wt.order == order && wt.memo != "" {
+			return wt
+		}
+	}
+	return nil
+}
+
+// wakeGranted is wakeHead for a grant to ticket order. Under w.mu.
+func (w *waitQueues) wakeGranted(key string, order int64) {
+	q := w.q[key]
+	wt := w.holding(key, order)
+	if wt != nil {
+		wt.news = true
+		signal(wt.wake)
+	} else {
+		w.remember("k:"+key, order)
+	}
+	if len(q) > 0 && q[0].order < order {
+		signal(q[0].wake)
+	}
+}
+
+// told marks key's waiter holding FIFO ticket order as told of a grant,
+// for the next wake-up (or remembers the grant for a waiter that joins),
+// and reports whether key's waiters have news to wake for: that waiter's
+// grant, or the head's older ticket passed over.
+func (w *waitQueues) told(key string, order int64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.q[key]
+	wt := w.holding(key, order)
+	if wt != nil {
+		wt.news = true
+	} else {
+		w.remember("k:"+key, order)
+	}
+	return wt != nil || len(q) > 0 && q[0].order < order
 }
 
 // finish ends a handover to wt: lk is the lock it was given, or nil when the
@@ -217,16 +283,75 @@ func (w *waitQueues) freshOwner(wt *waiter) {
 	}
 }
 
-// wakeHead tells key's head waiter, if any, to try now; not when the key
-// went to FIFO ticket granted (not 0) and the head's ticket is younger: the
-// head has no news then (its ticket stays behind), where a head holding
-// that ticket has its grant to read, and one holding an older ticket was
-// passed over (its ticket ran out).
+// recentGrants bounds the tickets kept per name in waitQueues.recent, and
+// maxRecent the names: a waiter joins within microseconds of its ticket's
+// insert, while other grants come a fraction of a millisecond apart.
+const (
+	recentGrants = 16
+	maxRecent    = 4096
+)
+
+// remember keeps ticket order granted under name. Under w.mu.
+func (w *waitQueues) remember(name string, order int64) {
+	if w.recent == nil || len(w.recent) > maxRecent {
+		w.recent = make(map[string][]int64)
+	}
+	r := append(w.recent[name], order)
+	if len(r) > recentGrants {
+		r = r[len(r)-recentGrants:]
+	}
+	w.recent[name] = r
+}
+
+// recall reports whether ticket order was granted under name, and forgets
+// it. Under w.mu.
+func (w *waitQueues) recall(name string, order int64) bool {
+	r := w.recent[name]
+	i := slices.Index(r, order)
+	if i < 0 {
+		return false
+	}
+	w.recent[name] = slices.Delete(r, i, i+1)
+	return true
+}
+
+// grantEvent handles an event saying that a release gave the key tagged tag
+// to FIFO ticket order: the waiter holding it is told and woken, and the
+// head if its older ticket was passed over (see wakeHead); with no such
+// waiter here yet, the grant is remembered for one that joins. key is the
+// tag's key when a waiter here queues for it.
+func (w *waitQueues) grantEvent(tag string, order int64) (key string, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if key, ok = w.tags[tag]; !ok {
+		w.remember("t:"+tag, order)
+		return "", false
+	}
+	w.wakeGranted(key, order)
+	return key, true
+}
+
+// wakeHead tells key's head waiter, if any, and any waiter told of a grant,
+// to try now. When the key went to FIFO ticket granted (not 0), it tells
+// the waiter holding that ticket, wherever it stands, and wakes the head
+// only if the head's ticket is older (passed over: it ran out); a head
+// with a younger ticket has no news.
 func (w *waitQueues) wakeHead(key string, granted int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if q := w.q[key]; len(q) > 0 && (granted == 0 || q[0].order <= granted) {
-		signal(q[0].wake)
+	q := w.q[key]
+	if len(q) == 0 {
+		return
+	}
+	if granted != 0 {
+		w.wakeGranted(key, granted)
+		return
+	}
+	signal(q[0].wake)
+	for _, wt := range q[1:] {
+		if wt.news {
+			signal(wt.wake)
+		}
 	}
 }
 
@@ -239,15 +364,6 @@ func (w *waitQueues) headTicket(key string) int64 {
 		return q[0].order
 	}
 	return 0
-}
-
-// headNoLater reports whether key's head waiter holds FIFO ticket order
-// or an older one.
-func (w *waitQueues) headNoLater(key string, order int64) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	q := w.q[key]
-	return len(q) > 0 && q[0].order <= order
 }
 
 // wakeAll wakes every head, after notifications may have been missed.

@@ -1,0 +1,110 @@
+package dblock
+
+import "testing"
+
+// woken reports whether wt has a wake-up pending, and consumes it.
+func woken(wt *waiter) bool {
+	select {
+	case <-wt.wake:
+		return true
+	default:
+		return false
+	}
+}
+
+// TestGrantToNonHead: a ticket drawn concurrently with an older one of the
+// same Locker may be granted first (the older insert had not committed when
+// the release read the queue). The waiter holding it is not the local head,
+// yet it must hear of the grant and read it: the head, finding the key held,
+// would otherwise wait for the granted lease to run out.
+func TestGrantToNonHead(t *testing.T) {
+	var w waitQueues
+	const key = "k"
+	older := w.joinOrdered(key, lockConfig{}, 10, "older")
+	younger := w.joinOrdered(key, lockConfig{}, 12, "younger")
+	woken(older)
+	woken(younger)
+
+	// An event naming the younger ticket.
+	w.wakeHead(key, 12)
+	if !woken(younger) || !w.mayAsk(key, younger) || !w.beginTry(key, younger) {
+		t.Fatal("the waiter granted the key was not let read the grant")
+	}
+	w.endTry(younger)
+	if w.mayAsk(key, younger) {
+		t.Fatal("the grant's news outlived the read")
+	}
+	if !woken(older) {
+		t.Fatal("the head, whose older ticket the grant passed, was not woken")
+	}
+
+	// A grant by a release of this Locker whose waiter could not be handed
+	// the lock: told, then woken with the head after the release.
+	if !w.told(key, 12) {
+		t.Fatal("told found nothing to wake for")
+	}
+	w.wakeHead(key, 0)
+	if !woken(younger) || !w.beginTry(key, younger) {
+		t.Fatal("the told waiter was not woken to read its grant")
+	}
+	w.endTry(younger)
+
+	// Handed over in-process: the waiter is found wherever it stands.
+	if got := w.reserveTicket(key, 12); got != younger {
+		t.Fatalf("reserveTicket found %v, want the younger waiter", got)
+	}
+	w.finish(younger, nil, "")
+	<-younger.grant
+
+	// A grant to a ticket elsewhere, between ours: the head (older) hears
+	// that it was passed over, the younger waiter sleeps on.
+	w.wakeHead(key, 11)
+	if !woken(older) || woken(younger) {
+		t.Fatal("a grant to ticket 11 elsewhere: wrong waiters woken")
+	}
+	// One older than every ticket of ours: no news here.
+	if w.told(key, 9) {
+		t.Fatal("a grant to an older ticket elsewhere was news here")
+	}
+	w.wakeHead(key, 9)
+	if woken(older) || woken(younger) {
+		t.Fatal("a grant to an older ticket elsewhere woke our waiters")
+	}
+}
+
+// TestGrantBeforeJoin: the news of a grant may come before its waiter joins
+// the local queue (its ticket insert has returned, its join not yet), by an
+// event or by a release of this Locker; the waiter, joining behind an older
+// one, must still read its grant.
+func TestGrantBeforeJoin(t *testing.T) {
+	for _, by := range []string{"event, no queue yet", "event", "release here"} {
+		t.Run(by, func(t *testing.T) {
+			w := waitQueues{tagOf: func(key string) string { return "tag-" + key }}
+			const key = "k"
+			var older *waiter
+			if by != "event, no queue yet" {
+				older = w.joinOrdered(key, lockConfig{}, 10, "older")
+				woken(older)
+			}
+			switch by {
+			case "release here":
+				w.told(key, 12)
+			default:
+				w.grantEvent("tag-"+key, 12)
+			}
+			if older == nil {
+				older = w.joinOrdered(key, lockConfig{}, 10, "older")
+				woken(older)
+			}
+			younger := w.joinOrdered(key, lockConfig{}, 12, "younger")
+			if !woken(younger) || !w.mayAsk(key, younger) || !w.beginTry(key, younger) {
+				t.Fatal("a waiter granted the key before it queued was not let read the grant")
+			}
+			w.endTry(younger)
+			other := w.joinOrdered(key, lockConfig{}, 14, "other")
+			if woken(other) || w.mayAsk(key, other) {
+				t.Fatal("a grant's news reached another waiter")
+			}
+		})
+	}
+}
