@@ -29,13 +29,7 @@ func TestFIFOGrantElsewhere(t *testing.T) {
 		ctx := ctxT(t, time.Minute)
 		const key = "fifo-grant-elsewhere"
 		held := mustLock(t)(a.Lock(ctx, key))
-		got := make(chan *dblock.Lock, 1)
-		errs := make(chan error, 1)
-		go func() {
-			lk, err := b.Lock(ctx, key)
-			got <- lk
-			errs <- err
-		}()
+		wait := lockAsync(ctx, b, key)
 		awaitTickets(t, db, d, table, key, 1)
 		if dblock.Notifying(a) {
 			// The release knows of the waiter once b's word has come.
@@ -46,10 +40,7 @@ func TestFIFOGrantElsewhere(t *testing.T) {
 		if err := held.Unlock(ctx); err != nil {
 			t.Fatalf("Unlock: %v", err)
 		}
-		lk := <-got
-		if err := <-errs; err != nil {
-			t.Fatalf("waiter: %v", err)
-		}
+		lk := mustLock(t)(wait())
 		assertGranted(ctx, t, db, d, table, lk, held, dblock.Grants(b), grants(d))
 	})
 }
@@ -61,23 +52,32 @@ func TestFIFOGrantLocal(t *testing.T) {
 		ctx := ctxT(t, time.Minute)
 		const key = "fifo-grant-local"
 		held := mustLock(t)(l.Lock(ctx, key))
-		got := make(chan *dblock.Lock, 1)
-		errs := make(chan error, 1)
-		go func() {
-			lk, err := l.Lock(ctx, key)
-			got <- lk
-			errs <- err
-		}()
+		wait := lockAsync(ctx, l, key)
 		awaitTickets(t, db, d, table, key, 1)
 		if err := held.Unlock(ctx); err != nil {
 			t.Fatalf("Unlock: %v", err)
 		}
-		lk := <-got
-		if err := <-errs; err != nil {
-			t.Fatalf("waiter: %v", err)
-		}
+		lk := mustLock(t)(wait())
 		assertGranted(ctx, t, db, d, table, lk, held, dblock.Grants(l), grants(d))
 	})
+}
+
+// lockAsync starts l.Lock(ctx, key) in a goroutine; the func returned
+// waits for its outcome.
+func lockAsync(ctx context.Context, l *dblock.Locker, key string) func() (*dblock.Lock, error) {
+	type result struct {
+		lk  *dblock.Lock
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		lk, err := l.Lock(ctx, key)
+		done <- result{lk, err}
+	}()
+	return func() (*dblock.Lock, error) {
+		r := <-done
+		return r.lk, r.err
+	}
 }
 
 // assertGranted checks the lock a waiter got after prev: a larger token, a
