@@ -10,14 +10,14 @@ import (
 // A release in FIFO mode may give the key straight to the oldest live ticket
 // (dialect.Passer; PostgreSQL) instead of freeing it: one durable commit
 // moves the row to a memo drawn for the waiting call's grant (grantMemo)
-// with a fresh token and deletes the ticket, where a release, a wake-up, a read of the queue, an
-// acquire and the ticket's delete took three commits and four statements. A
-// waiter of the releasing Locker is handed the lock at once (handGrant);
-// one elsewhere is woken by the release's event, which names the ticket (so
-// other waiters stay asleep), and learns of the grant from the read of the
-// queue it makes when woken anyway: that read returns the lease its memo
-// now holds, and how long ago it began by the database clock. The lease's
-// local start is put that far back.
+// with a fresh token and deletes the ticket, where a release, a wake-up, a
+// read of the queue, an acquire and the ticket's delete took three commits
+// and four statements. A waiter of the releasing Locker is handed the lock
+// at once (handGrant); one elsewhere is woken by the release's event, which
+// names the ticket (so other waiters stay asleep), and learns of the grant
+// from the read of the queue it makes when woken anyway: that read returns
+// the lease its memo now holds, and how long ago it began by the database
+// clock. The lease's local start is put that far back.
 
 // grantable reports whether a release may give key to lc's waiting call:
 // the call has no Owner (which a grant, under a memo of its own, would not
@@ -70,10 +70,10 @@ func (l *Locker) leaveTicket(key string, t int64, memo string) {
 }
 
 // handGrant gives the lease a release of ours, sent at sent, granted to
-// ticket g.Ticket straight to our waiter holding that ticket, when it is
-// the head of key's queue and idle: it learns without a read. Otherwise
-// the waiter, here or elsewhere, reads the grant when woken. It reports
-// whether it handed the lease.
+// ticket g.Ticket straight to our waiter holding that ticket, wherever it
+// stands in key's queue, when it is idle: it learns without a read.
+// Otherwise the waiter, here or elsewhere, reads the grant when woken. It
+// reports whether it handed the lease.
 func (l *Locker) handGrant(key string, g dialect.Grant, sent time.Time) bool {
 	w := l.waits.reserveTicket(key, g.Ticket)
 	if w == nil {

@@ -249,11 +249,11 @@ type QueueSQL struct {
 }
 
 // Passer is a release that, when it takes the last level, gives the key to
-// the oldest live FIFO ticket for it if that ticket is grantable (its memo is
-// GrantMemo(owner)): the row moves to owner with a fresh token and the
-// ticket's lease, and the ticket is deleted, in one durable commit. A release that can
-// notify announces the grant as it announces a release. On an engine in
-// portable mode it is a plain release.
+// the oldest live FIFO ticket for it if that ticket is grantable (its memo
+// is GrantMemo(owner)): the row moves to owner with a fresh token and the
+// ticket's lease, and the ticket is deleted, in one durable commit. A
+// release that can notify announces the grant as it announces a release.
+// On an engine in portable mode it is a plain release.
 type Passer interface {
 	// Pass releases (key, owner, token) for Locker from. granted names the
 	// ticket and the token it got; its zero value when the release granted

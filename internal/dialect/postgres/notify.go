@@ -25,9 +25,8 @@ func (p *postgres) channel() string { return "dblock_" + p.table }
 // Other PostgreSQL drivers (lib/pq) fall back to polling.
 // Payloads: "F:<locker>:<tag>" when a Locker frees a key,
 // "G:<locker>:<tag>:<ticket>" when it gives the key to a FIFO ticket (Pass),
-// "W:<locker>:<tag>"
-// when a Locker's goroutine waits for it, and "R:<tag>" when a key is freed
-// by no Locker in particular (a reap, ForceUnlock). A tag names a key
+// "W:<locker>:<tag>" when a Locker's goroutine waits for it, and "R:<tag>"
+// when a key is freed by no Locker in particular (a reap, ForceUnlock). A tag names a key
 // without showing it (see tag); a forged event costs a waiter one re-check.
 func (p *postgres) Listen(ctx context.Context, db *sql.DB, ready func(), onEvent func(bool, string, string, int64)) error {
 	if v, err := p.on(ctx, db); err != nil {
