@@ -108,7 +108,7 @@ func (l *Locker) unpin(key string, wake bool) {
 	}
 	l.mu.Unlock()
 	if wake {
-		l.waits.wakeHead(key, 0)
+		l.waits.wakeHead(key)
 	}
 	if strings.HasPrefix(key, rwPrefix) {
 		l.shared.notify()

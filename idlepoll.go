@@ -144,7 +144,7 @@ func (l *Locker) wakeFree(keys []string) bool {
 			}
 			l.log.Log(l.ctx, level, "dblock: the idle poller's read failed; its waiters poll on their own", "keys", len(batch), "err", err)
 			for _, k := range batch {
-				l.waits.wakeHead(k, 0)
+				l.waits.wakeHead(k)
 			}
 			continue
 		}
@@ -155,7 +155,7 @@ func (l *Locker) wakeFree(keys []string) bool {
 		for _, k := range batch {
 			if _, ok := busy[k]; !ok {
 				found = true
-				l.waits.wakeHead(k, 0)
+				l.waits.wakeHead(k)
 			}
 		}
 	}

@@ -126,7 +126,7 @@ func (l *Locker) onEvent(released bool, from, tag string, granted int64) {
 		if from != l.id {
 			l.endYield(key)
 		}
-		l.waits.wakeHead(key, granted)
+		l.waits.wakeHead(key)
 		return
 	}
 	if from == l.id {

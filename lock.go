@@ -326,7 +326,7 @@ func (k *Lock) lose(cause error) {
 		err := fmt.Errorf("%w: %q (token %d): %w", ErrLockLost, k.key, k.token, cause)
 		k.l.lost(k, err) // before Done closes, as in end
 		k.cancel(err)
-		k.l.waits.wakeHead(k.key, 0) // it may be free: a waiter of ours may try
+		k.l.waits.wakeHead(k.key) // it may be free: a waiter of ours may try
 		k.l.log.Warn("dblock: lock lost", "key", k.key, "token", k.token, "cause", cause)
 	})
 }

@@ -179,7 +179,7 @@ func (k *Lock) linger(ctx context.Context, atLeast time.Duration) error {
 	}
 	wake, err := k.releaseRow(k.l.bounds.within(ctx))
 	if wake {
-		k.l.waits.wakeHead(k.key, 0)
+		k.l.waits.wakeHead(k.key)
 	}
 	return err
 }

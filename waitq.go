@@ -223,7 +223,11 @@ func (w *waitQueues) holding(key string, order int64) *waiter {
 	return nil
 }
 
-// wakeGranted is wakeHead for a grant to ticket order. Under w.mu.
+// wakeGranted tells the waiter holding FIFO ticket order, wherever it
+// stands, that a release gave it the key, and wakes it, or remembers the
+// grant for a waiter that joins; it wakes the head too if the head's ticket
+// is older (passed over: it ran out). A head with a younger ticket has no
+// news. Under w.mu.
 func (w *waitQueues) wakeGranted(key string, order int64) {
 	q := w.q[key]
 	wt := w.holding(key, order)
@@ -288,7 +292,7 @@ func (w *waitQueues) freshOwner(wt *waiter) {
 // insert, while other grants come a fraction of a millisecond apart.
 const (
 	recentGrants = 16
-	maxRecent    = 4096
+	maxRecent    = 1024
 )
 
 // remember keeps ticket order granted under name. Under w.mu.
@@ -317,7 +321,7 @@ func (w *waitQueues) recall(name string, order int64) bool {
 
 // grantEvent handles an event saying that a release gave the key tagged tag
 // to FIFO ticket order: the waiter holding it is told and woken, and the
-// head if its older ticket was passed over (see wakeHead); with no such
+// head if its older ticket was passed over (see wakeGranted); with no such
 // waiter here yet, the grant is remembered for one that joins. key is the
 // tag's key when a waiter here queues for it.
 func (w *waitQueues) grantEvent(tag string, order int64) (key string, ok bool) {
@@ -331,20 +335,13 @@ func (w *waitQueues) grantEvent(tag string, order int64) (key string, ok bool) {
 	return key, true
 }
 
-// wakeHead tells key's head waiter, if any, and any waiter told of a grant,
-// to try now. When the key went to FIFO ticket granted (not 0), it tells
-// the waiter holding that ticket, wherever it stands, and wakes the head
-// only if the head's ticket is older (passed over: it ran out); a head
-// with a younger ticket has no news.
-func (w *waitQueues) wakeHead(key string, granted int64) {
+// wakeHead tells key's head waiter, if any, and any waiter told of a grant
+// (told), to try now.
+func (w *waitQueues) wakeHead(key string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.q[key]
 	if len(q) == 0 {
-		return
-	}
-	if granted != 0 {
-		w.wakeGranted(key, granted)
 		return
 	}
 	signal(q[0].wake)

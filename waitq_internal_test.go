@@ -18,7 +18,7 @@ func woken(wt *waiter) bool {
 // yet it must hear of the grant and read it: the head, finding the key held,
 // would otherwise wait for the granted lease to run out.
 func TestGrantToNonHead(t *testing.T) {
-	var w waitQueues
+	w := waitQueues{tagOf: func(key string) string { return "tag-" + key }}
 	const key = "k"
 	older := w.joinOrdered(key, lockConfig{}, 10, "older")
 	younger := w.joinOrdered(key, lockConfig{}, 12, "younger")
@@ -26,7 +26,7 @@ func TestGrantToNonHead(t *testing.T) {
 	woken(younger)
 
 	// An event naming the younger ticket.
-	w.wakeHead(key, 12)
+	w.grantEvent("tag-"+key, 12)
 	if !woken(younger) || !w.mayAsk(key, younger) || !w.beginTry(key, younger) {
 		t.Fatal("the waiter granted the key was not let read the grant")
 	}
@@ -43,7 +43,7 @@ func TestGrantToNonHead(t *testing.T) {
 	if !w.told(key, 12) {
 		t.Fatal("told found nothing to wake for")
 	}
-	w.wakeHead(key, 0)
+	w.wakeHead(key)
 	if !woken(younger) || !w.beginTry(key, younger) {
 		t.Fatal("the told waiter was not woken to read its grant")
 	}
@@ -58,7 +58,7 @@ func TestGrantToNonHead(t *testing.T) {
 
 	// A grant to a ticket elsewhere, between ours: the head (older) hears
 	// that it was passed over, the younger waiter sleeps on.
-	w.wakeHead(key, 11)
+	w.grantEvent("tag-"+key, 11)
 	if !woken(older) || woken(younger) {
 		t.Fatal("a grant to ticket 11 elsewhere: wrong waiters woken")
 	}
@@ -66,7 +66,7 @@ func TestGrantToNonHead(t *testing.T) {
 	if w.told(key, 9) {
 		t.Fatal("a grant to an older ticket elsewhere was news here")
 	}
-	w.wakeHead(key, 9)
+	w.grantEvent("tag-"+key, 9)
 	if woken(older) || woken(younger) {
 		t.Fatal("a grant to an older ticket elsewhere woke our waiters")
 	}
