@@ -24,8 +24,8 @@ var errTicketLost = errors.New("dblock: FIFO ticket expired")
 // insert is not cut short by ctx (it ends within the release bound); a ctx
 // that ended meanwhile deletes the ticket again. After an insert whose
 // outcome is unknown (the connection failed), the ticket is deleted by its
-// memo, which names this Locker and the call: the grant memo of owner when
-// owner is not "" (a release may then give the key to owner, Pass).
+// memo, which names this Locker and the call, or is the grant memo of owner
+// when owner is not "" (a release may then give the key to owner: Passer).
 func (l *Locker) enqueue(ctx context.Context, key, owner string) (int64, error) {
 	if !l.startTicketRenewal() {
 		return 0, ErrClosed

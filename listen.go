@@ -103,9 +103,10 @@ func (l *Locker) listenLoop(n dialect.Notifier) {
 const wantWindow = 2 * time.Second
 
 // onEvent handles a notification: a released key wakes our first waiter for
-// it (and, released by another Locker, ends our standing back from it),
-// unless the key went to a FIFO ticket older than that waiter's; a key
-// another Locker wants makes our releases of it notify for a while.
+// it (and, released by another Locker, ends our standing back from it); a
+// key given to a FIFO ticket wakes the waiter holding that ticket, wherever
+// it stands (grantEvent); a key another Locker wants makes our releases of
+// it notify for a while.
 // Events name keys by tag: a released key matters only if we wait for it,
 // and our queues know their tags; wanted marks are kept by tag.
 func (l *Locker) onEvent(released bool, from, tag string, granted int64) {
