@@ -254,3 +254,15 @@ func TakeAfterGrant(ctx context.Context, l *Locker, key string, release func() e
 	}
 	return took, err
 }
+
+// OnQueued makes each FIFO call of l run hook after its ticket is inserted
+// and before it waits its turn. Test hook.
+func OnQueued(l *Locker, hook func()) { l.fifo.hookQueued.Store(&hook) }
+
+// LocalTickets reports how many FIFO tickets l keeps (and renews) for its
+// calls. Test hook.
+func LocalTickets(l *Locker) int {
+	l.fifo.mu.Lock()
+	defer l.fifo.mu.Unlock()
+	return len(l.fifo.tickets)
+}

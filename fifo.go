@@ -16,13 +16,20 @@ import (
 // fifoQueue is what a Locker made WithFIFO keeps of its tickets: the ones
 // its waiting calls hold, which one goroutine renews.
 type fifoQueue struct {
-	sql      *dialect.QueueSQL
-	ops      chan struct{} // one per queue operation in flight (fifoQueue.do)
-	mu       sync.Mutex
-	tickets  map[int64]struct{}
+	sql     *dialect.QueueSQL
+	ops     chan struct{} // one per queue operation in flight (fifoQueue.do)
+	mu      sync.Mutex
+	tickets map[int64]string // ticket → key, under mu
+	// queued counts per key the calls that hold a ticket in tickets or
+	// are inserting one, under mu: a release of ours grants while it is
+	// not zero, even before the call waits (Lock.releaseRow).
+	queued   map[string]int
 	started  bool         // the renewing goroutine runs; under Locker.mu
 	renewals atomic.Int64 // renewal rounds done (tests wait on it)
 	grants   atomic.Int64 // leases given to our calls by a release (Pass)
+	// hookQueued, when set (by tests), runs after a call's ticket is
+	// inserted, before the call waits its turn.
+	hookQueued atomic.Pointer[func()]
 }
 
 // maxQueueOps bounds a Locker's queue operations in flight: reads of a
@@ -34,7 +41,56 @@ type fifoQueue struct {
 const maxQueueOps = 8
 
 func newFIFOQueue(q *dialect.QueueSQL) *fifoQueue {
-	return &fifoQueue{sql: q, ops: make(chan struct{}, maxQueueOps), tickets: make(map[int64]struct{})}
+	return &fifoQueue{sql: q, ops: make(chan struct{}, maxQueueOps),
+		tickets: make(map[int64]string), queued: make(map[string]int)}
+}
+
+// queue counts a call of ours that is about to insert a ticket for key.
+func (f *fifoQueue) queue(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.queued[key]++
+}
+
+// unqueue undoes queue for a call that got no ticket.
+func (f *fifoQueue) unqueue(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.unqueueLocked(key)
+}
+
+func (f *fifoQueue) unqueueLocked(key string) {
+	if f.queued[key] <= 1 {
+		delete(f.queued, key)
+		return
+	}
+	f.queued[key]--
+}
+
+// keep records ticket t, inserted for key by a call counted by queue.
+func (f *fifoQueue) keep(key string, t int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tickets[t] = key
+}
+
+// forget drops ticket t, deleted or granted: it is renewed no more, and its
+// call no longer counts as queued.
+func (f *fifoQueue) forget(t int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if key, ok := f.tickets[t]; ok {
+		delete(f.tickets, t)
+		f.unqueueLocked(key)
+	}
+}
+
+// queuing reports whether a call of ours holds or is inserting a ticket for
+// key.
+func (f *fifoQueue) queuing(key string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.queued[key] > 0
 }
 
 // do runs fn as one of the queue operations in flight, once a place is
@@ -116,7 +172,8 @@ func (l *Locker) lockFIFO(ctx context.Context, key string, lc lockConfig) (*Lock
 		return nil, err
 	}
 	if granted != nil {
-		return granted, nil // the ticket went with the grant
+		l.fifo.forget(t) // the ticket went with the grant
+		return granted, nil
 	}
 	// The ticket goes while the caller works: its release waits for that.
 	done := l.dequeueAsync(key, t)
@@ -145,6 +202,9 @@ func (l *Locker) queueFor(ctx context.Context, key string, lc lockConfig, grant 
 				return 0, nil, fmt.Errorf("%w (last database error: %w)", err, lastErr)
 			}
 			continue
+		}
+		if hook := l.fifo.hookQueued.Load(); hook != nil {
+			(*hook)()
 		}
 		granted, err := l.waitTurn(ctx, key, lc, t, memo, take)
 		if err == nil {

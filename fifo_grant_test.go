@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,6 +60,41 @@ func TestFIFOGrantLocal(t *testing.T) {
 		}
 		lk := mustLock(t)(wait())
 		assertGranted(ctx, t, db, d, table, lk, held, dblock.Grants(l), grants(d))
+	})
+}
+
+// A release that comes after a call of the same Locker has inserted its
+// ticket, but before the call waits, gives the key to that call all the
+// same; and a call that was granted the key keeps no ticket to renew.
+func TestFIFOGrantBeforeWait(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		l, db, table := dbtest.Locker(t, d, fifoOpts()...)
+		ctx := ctxT(t, time.Minute)
+		const key = "fifo-grant-before-wait"
+		held := mustLock(t)(l.Lock(ctx, key))
+		if d == dblock.Postgres {
+			// With events on, a release grants only when it knows of a
+			// waiter.
+			eventually(t, 20*time.Second, time.Millisecond, "the listener runs", func() bool {
+				return dblock.Notifying(l)
+			})
+		}
+		released := make(chan error, 1)
+		var once sync.Once
+		dblock.OnQueued(l, func() { once.Do(func() { released <- held.Unlock(ctx) }) })
+		lk := mustLock(t)(l.Lock(ctx, key))
+		select {
+		case err := <-released:
+			if err != nil {
+				t.Fatalf("Unlock: %v", err)
+			}
+		default:
+			t.Fatal("the call took the key without queueing")
+		}
+		assertGranted(ctx, t, db, d, table, lk, held, dblock.Grants(l), grants(d))
+		if n := dblock.LocalTickets(l); n != 0 {
+			t.Fatalf("%d tickets kept after the call got the key and unlocked", n)
+		}
 	})
 }
 

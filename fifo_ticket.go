@@ -31,6 +31,7 @@ func (l *Locker) enqueue(ctx context.Context, key, owner string) (int64, error) 
 		return 0, ErrClosed
 	}
 	f := l.fifo
+	f.queue(key)
 	memo := fmt.Sprintf("%s.%016x", l.id, rand.Uint64())
 	if owner != "" {
 		memo = dialect.GrantMemo(owner)
@@ -54,14 +55,14 @@ func (l *Locker) enqueue(ctx context.Context, key, owner string) (int64, error) 
 			}
 		}
 	}); werr != nil {
+		f.unqueue(key)
 		return 0, fmt.Errorf("dblock: waiting for %q: %w", key, ctxErr(ctx))
 	}
 	if err != nil {
+		f.unqueue(key)
 		return 0, l.wrapErr("queue for", key, err)
 	}
-	f.mu.Lock()
-	f.tickets[t] = struct{}{}
-	f.mu.Unlock()
+	f.keep(key, t)
 	if ctx.Err() != nil {
 		l.dequeue(key, t)
 		return 0, fmt.Errorf("dblock: waiting for %q: %w", key, ctxErr(ctx))
@@ -77,9 +78,7 @@ func (l *Locker) dequeue(key string, t int64) { l.deleteTicket(key, t) }
 // there was no such ticket, or the statement failed.
 func (l *Locker) deleteTicket(key string, t int64) bool {
 	f := l.fifo
-	f.mu.Lock()
-	delete(f.tickets, t)
-	f.mu.Unlock()
+	f.forget(t)
 	var q dialect.Querier = l.q
 	if l.isClosed() {
 		q = l.db // the statement cache is closed, or about to be
