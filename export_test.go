@@ -266,3 +266,7 @@ func LocalTickets(l *Locker) int {
 	defer l.fifo.mu.Unlock()
 	return len(l.fifo.tickets)
 }
+
+// Queuing reports whether l counts a FIFO call that holds or is inserting a
+// ticket for key. Test hook.
+func Queuing(l *Locker, key string) bool { return l.fifo.queuing(key) }

@@ -92,9 +92,7 @@ func TestFIFOGrantBeforeWait(t *testing.T) {
 			t.Fatal("the call took the key without queueing")
 		}
 		assertGranted(ctx, t, db, d, table, lk, held, dblock.Grants(l), grants(d))
-		if n := dblock.LocalTickets(l); n != 0 {
-			t.Fatalf("%d tickets kept after the call got the key and unlocked", n)
-		}
+		assertNoLocalTickets(t, l, key)
 	})
 }
 

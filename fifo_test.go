@@ -158,7 +158,20 @@ func TestFIFOOrder(t *testing.T) {
 			want[i] = i
 		}
 		assertTurns(t, order, want, db, d, table, key)
+		for _, l := range ls {
+			assertNoLocalTickets(t, l, key)
+		}
 	})
+}
+
+// assertNoLocalTickets fails unless l, whose calls for key have all
+// returned and unlocked, keeps no ticket to renew and counts no call as
+// queued for key.
+func assertNoLocalTickets(t *testing.T, l *dblock.Locker, key string) {
+	t.Helper()
+	if n := dblock.LocalTickets(l); n != 0 || dblock.Queuing(l, key) {
+		t.Fatalf("%d tickets kept, queuing %v, after every call returned", n, dblock.Queuing(l, key))
+	}
 }
 
 // A waiter of a process that died leaves a ticket nobody renews: TryLock
@@ -215,6 +228,7 @@ func TestFIFOCancelledWaiter(t *testing.T) {
 		if got := tickets(t, db, d, table, key, false); got != 0 {
 			t.Fatalf("%d tickets after the waiter left, want 0", got)
 		}
+		assertNoLocalTickets(t, waiter, key)
 		if err := held.Unlock(ctx); err != nil {
 			t.Fatalf("Unlock: %v", err)
 		}
