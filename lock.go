@@ -236,14 +236,14 @@ func (k *Lock) releaseRow(ctx context.Context) (wake bool, err error) {
 	n := k.l.d.Notifier()
 	notify := n != nil && k.l.notifying() && k.l.wantedElsewhere(k.key)
 	// In FIFO mode the release gives the key to the oldest ticket when it
-	// can (fifo_grant.go), unless events say that nobody waits (a call of
-	// ours that has a ticket, or is inserting one, waits), or the Locker
-	// is closing (its own waiters are leaving).
+	// can (fifo_grant.go), unless events say that nobody waits (every
+	// waiting call of ours has a ticket, or is inserting one: queuing), or
+	// the Locker is closing (its own waiters are leaving).
 	var p dialect.Passer
 	if k.l.cfg.fifo && !k.l.isClosed() {
 		p = k.l.d.Passer()
 	}
-	pass := p != nil && (notify || k.l.waits.waiting(k.key) || k.l.fifo.queuing(k.key) || !k.l.notifying())
+	pass := p != nil && (notify || k.l.fifo.queuing(k.key) || !k.l.notifying())
 	var granted dialect.Grant
 	var sent time.Time
 	ok, uncertain, err := k.l.retryRelease(ctx, func() (bool, error) {

@@ -229,17 +229,25 @@ func (w *waitQueues) holding(key string, order int64) *waiter {
 // is older (passed over: it ran out). A head with a younger ticket has no
 // news. Under w.mu.
 func (w *waitQueues) wakeGranted(key string, order int64) {
-	q := w.q[key]
-	wt := w.holding(key, order)
-	if wt != nil {
-		wt.news = true
+	if wt := w.markGranted(key, order); wt != nil {
 		signal(wt.wake)
-	} else {
-		w.remember("k:"+key, order)
 	}
-	if len(q) > 0 && q[0].order < order {
+	if q := w.q[key]; len(q) > 0 && q[0].order < order {
 		signal(q[0].wake)
 	}
+}
+
+// markGranted marks key's waiter holding FIFO ticket order as told of a
+// grant and returns it, or remembers the grant for a waiter that joins and
+// returns nil. Under w.mu.
+func (w *waitQueues) markGranted(key string, order int64) *waiter {
+	wt := w.holding(key, order)
+	if wt == nil {
+		w.remember("k:"+key, order)
+		return nil
+	}
+	wt.news = true
+	return wt
 }
 
 // told marks key's waiter holding FIFO ticket order as told of a grant,
@@ -250,13 +258,7 @@ func (w *waitQueues) told(key string, order int64) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.q[key]
-	wt := w.holding(key, order)
-	if wt != nil {
-		wt.news = true
-	} else {
-		w.remember("k:"+key, order)
-	}
-	return wt != nil || len(q) > 0 && q[0].order < order
+	return w.markGranted(key, order) != nil || len(q) > 0 && q[0].order < order
 }
 
 // finish ends a handover to wt: lk is the lock it was given, or nil when the
