@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/dblockhq/dblock"
@@ -68,7 +69,9 @@ func (l *Locker) acquire(ctx context.Context, key string, m mode, block bool) (*
 		_ = lk.release(ctx, dblock.ErrClosed)
 		return nil, dblock.ErrClosed
 	}
-	l.log.Debug("advisory: acquired", "key", key, "mode", m, "session", s.id)
+	if l.log.Enabled(ctx, slog.LevelDebug) { // its arguments cost allocations
+		l.log.Debug("advisory: acquired", "key", key, "mode", m, "session", s.id)
+	}
 	return lk, nil
 }
 
@@ -137,14 +140,12 @@ func (l *Locker) attempt(ctx context.Context, key string, m mode, arg any, block
 // ends the wait first, ended says so and s holds nothing (it went back to
 // the idle list, or was ended); a failed statement returns err and ended s.
 func (l *Locker) block(ctx context.Context, key string, s *session, m mode, arg any) (got bool, ended, err error) {
-	wctx, stop := l.closable(ctx)
-	defer stop()
-	if wctx.Err() != nil {
+	if ctx.Err() != nil || l.ctx.Err() != nil {
 		l.putSession(s)
-		return false, waitErr(wctx, key), nil
+		return false, l.waitEnded(ctx, key), nil
 	}
-	if got, err = l.waitOn(wctx, s, m, arg); !got && err == nil {
-		return false, waitErr(wctx, key), nil
+	if got, err = l.waitOn(ctx, s, m, arg); !got && err == nil {
+		return false, l.waitEnded(ctx, key), nil
 	}
 	return got, nil, err
 }

@@ -195,7 +195,7 @@ func (l *Locker) begin() error {
 	return nil
 }
 
-// closable returns a context for a wait: it ends with ctx, or with cause
+// closable returns a context for a pause: it ends with ctx, or with cause
 // dblock.ErrClosed when Close is called. Call stop when the wait is over.
 func (l *Locker) closable(ctx context.Context) (_ context.Context, stop func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -232,7 +232,7 @@ func (l *Locker) heldLocks() []*Lock {
 	return out
 }
 
-// waitErr reports why a wait on ctx (from closable) ended.
+// waitErr reports why a wait on ctx (from closable, or ended by ctx) ended.
 func waitErr(ctx context.Context, key string) error {
 	cause := context.Cause(ctx)
 	if errors.Is(cause, dblock.ErrClosed) {

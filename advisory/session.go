@@ -22,6 +22,10 @@ type session struct {
 	idle    time.Time // when it joined the idle list
 	reused  bool      // taken from the idle list
 	prepare bool      // the driver wants prepared statements for arguments
+	// nv and dest are queryInt's buffers, kept for the next statement:
+	// drivers keep neither after the call.
+	nv   []driver.NamedValue
+	dest []driver.Value
 }
 
 // openSession pins a connection of the pool and learns its server id.
@@ -54,19 +58,24 @@ func (l *Locker) openSession(ctx context.Context) (*session, error) {
 // watcher).
 func (s *session) queryInt(ctx context.Context, query string, args ...any) (v int64, err error) {
 	rerr := s.conn.Raw(func(dc any) error {
-		nv := make([]driver.NamedValue, len(args))
+		nv := s.nv[:0]
 		for i, a := range args {
 			dv, err := driver.DefaultParameterConverter.ConvertValue(a)
 			if err != nil {
 				return err
 			}
-			nv[i] = driver.NamedValue{Ordinal: i + 1, Value: dv}
+			nv = append(nv, driver.NamedValue{Ordinal: i + 1, Value: dv})
 		}
+		s.nv = nv
 		rows, err := s.driverQuery(ctx, dc, query, nv)
 		if err != nil {
 			return err
 		}
-		dest := make([]driver.Value, len(rows.Columns()))
+		dest := s.dest[:0]
+		for range rows.Columns() {
+			dest = append(dest, nil)
+		}
+		s.dest = dest
 		err = rows.Next(dest)
 		if cerr := rows.Close(); err == nil || err == io.EOF {
 			err = cerr

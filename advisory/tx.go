@@ -66,16 +66,14 @@ func (l *Locker) lockTx(ctx context.Context, tx *sql.Tx, key string, block bool)
 	if err != nil {
 		return fmt.Errorf("advisory: lock %q in transaction: %w", key, err)
 	}
-	ctx, stop := l.closable(ctx)
-	defer stop()
 	v, interrupted, err := l.wait(ctx, q, id, l.d.waitSQL(xact), l.d.waitArgs(arg)...)
 	switch {
 	case err == nil && v == 1:
 		return nil
 	case interrupted && err != nil:
-		return fmt.Errorf("%w (transaction aborted: %w)", waitErr(ctx, key), err)
+		return fmt.Errorf("%w (transaction aborted: %w)", l.waitEnded(ctx, key), err)
 	case interrupted:
-		return waitErr(ctx, key)
+		return l.waitEnded(ctx, key)
 	case err != nil:
 		return fmt.Errorf("advisory: lock %q in transaction: %w", key, err)
 	}
