@@ -82,3 +82,18 @@ func TestCheckReport(t *testing.T) {
 		t.Fatalf("a JSON file short of a row: %v", err)
 	}
 }
+
+// The chart draws the contended case once per database, although it is
+// measured twice (also as contended-fifo's baseline).
+func TestChartOncePerDatabase(t *testing.T) {
+	var rows []Row
+	for _, db := range []string{"postgres", "mysql"} {
+		for _, c := range []string{"commit", "contended", "contended", "contended-fifo"} {
+			rows = append(rows, Row{DB: db, Case: c, OpsPerSec: 100, P50Micros: 200, P99Micros: 900, Contended: &ContendedStat{Lockers: 2}})
+		}
+	}
+	bars, err := countBars([]byte(chartSVG(rows)))
+	if err != nil || bars != 6 {
+		t.Fatalf("chart of two databases has %d bars (%v), want 6", bars, err)
+	}
+}
