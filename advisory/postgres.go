@@ -13,10 +13,14 @@ var pgTry = [...]string{
 	xact:      `SELECT pg_try_advisory_xact_lock($1)::int`,
 }
 
+// pgWait's statements return 1 from the target list (the lock functions
+// return void, which is not null): a function in FROM would run as a
+// function scan, which materialises its result, a few microseconds of the
+// server's between the grant and the reply.
 var pgWait = [...]string{
-	exclusive: `SELECT 1 FROM pg_advisory_lock($1)`,
-	shared:    `SELECT 1 FROM pg_advisory_lock_shared($1)`,
-	xact:      `SELECT 1 FROM pg_advisory_xact_lock($1)`,
+	exclusive: `SELECT (pg_advisory_lock($1) IS NOT NULL)::int`,
+	shared:    `SELECT (pg_advisory_lock_shared($1) IS NOT NULL)::int`,
+	xact:      `SELECT (pg_advisory_xact_lock($1) IS NOT NULL)::int`,
 }
 
 // pgUnlock has no xact entry: transaction locks end with the transaction.
