@@ -46,6 +46,8 @@ type Locker struct {
 	fair   contention // keys other Lockers want, or hold
 	idle   idlePoll   // keys whose waiters went cold (idlepoll.go)
 	shared broadcast  // a shared key's row was released here (rwlock.go)
+	bell   bellRinger // MySQL's release events, holder's side (bell.go)
+	ears   bellEars   // and waiter's side (bellwait.go)
 
 	obs         Observer     // WithObserver; nil: none
 	waiting     atomic.Int64 // calls waiting for a key, for Stats
@@ -88,6 +90,9 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	l.obs = c.observer
 	l.doneWaiting = func(acquired, error) { l.waiting.Add(-1) }
 	l.hb.kick = make(chan struct{}, 1)
+	l.bell.d = newBells(d)
+	l.bell.kick = make(chan struct{}, 1)
+	l.ears.init(l.bell.d)
 	l.ev.ready = make(chan struct{})
 	if n := d.Notifier(); n != nil {
 		l.waits.tagOf = n.Tag

@@ -270,3 +270,12 @@ func LocalTickets(l *Locker) int {
 // Queuing reports whether l counts a FIFO call that holds or is inserting a
 // ticket for key. Test hook.
 func Queuing(l *Locker, key string) bool { return l.fifo.queuing(key) }
+
+// BellsQuiet reports whether l's idle poller sleeps on bells. Test hook.
+func BellsQuiet(l *Locker) bool { return l.ears.quiet.Load() }
+
+// BellRings reports how many rings l's listeners heard. Test hook.
+func BellRings(l *Locker) int64 { return l.ears.rings.Load() }
+
+// BellSession reports the id of l's bell session (0: none). Test hook.
+func BellSession(l *Locker) int64 { return l.bell.session.Load() }

@@ -36,6 +36,7 @@ func (l *Locker) register(lk *Lock) bool {
 	}
 	l.held[lk] = struct{}{}
 	l.heldKeys[lk.key]++
+	first := l.heldKeys[lk.key] == 1
 	if !lk.maxHoldAt.IsZero() {
 		lk.maxHold = time.AfterFunc(time.Until(lk.maxHoldAt), lk.endMaxHold)
 	}
@@ -55,6 +56,9 @@ func (l *Locker) register(lk *Lock) bool {
 	kick := l.hb.wakeAt.IsZero() || lk.deadline.Before(l.hb.wakeAt) ||
 		lk.nextBeat.Before(l.hb.wakeAt.Add(-lk.interval/8))
 	l.mu.Unlock()
+	if first {
+		l.keyHeld(lk)
+	}
 	if kick {
 		select {
 		case l.hb.kick <- struct{}{}:
@@ -69,9 +73,11 @@ func (l *Locker) unregister(lk *Lock) {
 	if lk.maxHold != nil {
 		lk.maxHold.Stop()
 	}
+	freed := false
 	if _, ok := l.held[lk]; ok {
 		delete(l.held, lk)
 		if l.heldKeys[lk.key]--; l.heldKeys[lk.key] == 0 {
+			freed = true
 			delete(l.heldKeys, lk.key)
 			if l.waits.tagOf != nil {
 				delete(l.heldTags, l.waits.tagOf(lk.key))
@@ -79,6 +85,9 @@ func (l *Locker) unregister(lk *Lock) {
 		}
 	}
 	l.mu.Unlock()
+	if freed {
+		l.keyFreed(lk.key)
+	}
 }
 
 // holds reports whether this Locker holds key, or is releasing it.
@@ -103,10 +112,15 @@ func (l *Locker) pin(key string) {
 // unpin ends what pin began and wakes our first waiter for key if asked.
 func (l *Locker) unpin(key string, wake bool) {
 	l.mu.Lock()
+	freed := false
 	if l.heldKeys[key]--; l.heldKeys[key] == 0 {
+		freed = true
 		delete(l.heldKeys, key)
 	}
 	l.mu.Unlock()
+	if freed {
+		l.keyFreed(key)
+	}
 	if wake {
 		l.waits.wakeHead(key)
 	}

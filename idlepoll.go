@@ -71,6 +71,8 @@ func (l *Locker) coldKeys() []string {
 	defer p.mu.Unlock()
 	if len(p.keys) == 0 {
 		p.running = false
+		l.ears.quiet.Store(false)
+		l.tell(nil) // under p.mu: before another poller may start
 		return nil
 	}
 	keys := make([]string, 0, len(p.keys))
@@ -95,6 +97,7 @@ func (l *Locker) idleLoop() {
 	for {
 		select {
 		case <-t.C:
+		case <-l.ears.rung:
 		case <-l.closing:
 			l.idle.mu.Lock()
 			l.idle.running = false
@@ -106,9 +109,13 @@ func (l *Locker) idleLoop() {
 			return
 		}
 		l.idle.rounds.Add(1)
-		if l.wakeFree(keys) {
+		found, quiet := l.idleRound(keys)
+		switch {
+		case quiet:
+			interval = bellWait
+		case found:
 			interval = idleMin
-		} else {
+		default:
 			interval = min(2*interval, limit)
 		}
 		if l.notifying() && time.Now().After(wantAgain) {
@@ -125,12 +132,34 @@ func (l *Locker) idleLoop() {
 	}
 }
 
+// idleRound is one round of the idle poller: it wakes the waiters of keys
+// it finds free (found) and, where bells exist, points its listeners at
+// the bells of the keys still held; quiet says they all have one, so the
+// next round waits for a ring.
+func (l *Locker) idleRound(keys []string) (found, quiet bool) {
+	var holders []int64
+	var bells map[int64]int
+	if l.ears.d != nil && len(keys) <= idleBatch {
+		holders, bells = l.bellRefs(keys)
+	}
+	found, held, ok := l.wakeFree(keys)
+	if l.ears.d == nil {
+		return found, false
+	}
+	if !ok {
+		holders = nil
+	}
+	return found, l.listen(keys, held, holders, bells)
+}
+
 // wakeFree reads which of keys are held and wakes the waiters of the
-// others; it reports whether it found any free. A failed read wakes the
-// batch's waiters: they poll on their own again (and come back if their
-// keys stay held), instead of waiting for their half-lease fallback.
-func (l *Locker) wakeFree(keys []string) bool {
-	found := false
+// others; it reports whether it found any free, and which it found held
+// (ok: every read succeeded). A failed read wakes the batch's waiters:
+// they poll on their own again (and come back if their keys stay held),
+// instead of waiting for their half-lease fallback.
+func (l *Locker) wakeFree(keys []string) (found bool, busy map[string]bool, ok bool) {
+	busy = make(map[string]bool)
+	ok = true
 	for len(keys) > 0 {
 		batch := keys[:min(idleBatch, len(keys))]
 		keys = keys[len(batch):]
@@ -138,6 +167,7 @@ func (l *Locker) wakeFree(keys []string) bool {
 		held, err := l.d.HeldKeys(ctx, l.q, batch, "")
 		cancel()
 		if err != nil {
+			ok = false
 			level := slog.LevelDebug
 			if !l.idle.warned.Swap(true) {
 				level = slog.LevelWarn // once per Locker: it may fail every round
@@ -148,18 +178,17 @@ func (l *Locker) wakeFree(keys []string) bool {
 			}
 			continue
 		}
-		busy := make(map[string]struct{}, len(held))
 		for _, k := range held {
-			busy[k] = struct{}{}
+			busy[k] = true
 		}
 		for _, k := range batch {
-			if _, ok := busy[k]; !ok {
+			if !busy[k] {
 				found = true
 				l.waits.wakeHead(k)
 			}
 		}
 	}
-	return found
+	return found, busy, ok
 }
 
 // coldWaiter is one waiter's side of the idle poller: it counts the polls

@@ -224,6 +224,35 @@ type Notifier interface {
 	Freed(ctx context.Context, q Querier, keys []string) error
 }
 
+// Bells are release events made of named locks, for MySQL and MariaDB,
+// which have no notifications. A Locker's bell session holds one name per
+// key it has held for a while, and one of three bell names; after it
+// released such keys it rings: it takes the next bell, then releases the
+// one it held. A waiter learns from a key's name which session holds it,
+// and blocks on that session's bell until a ring. Bells only wake: a waiter
+// always re-reads the rows.
+type Bells interface {
+	// OpenBell checks that session s can hold several named locks, takes
+	// its bell 0, and returns the session's id; it returns an error
+	// wrapping ErrNoNotify when the server cannot (TiDB, MySQL 5.6).
+	OpenBell(ctx context.Context, s Querier) (id int64, err error)
+	// UpdateBells, on the bell session s (id), takes the names of the keys
+	// hold and releases those of the keys free, in one statement, and with
+	// ring then rings from bell cur. held[i] reports whether hold[i]'s name
+	// was taken; next is the bell held now (cur when the ring failed).
+	UpdateBells(ctx context.Context, s Querier, id int64, hold, free []string, ring bool, cur int) (held []bool, next int, err error)
+	// Holders returns, in one read, the id of the session holding each
+	// key's name (0: none).
+	Holders(ctx context.Context, q Querier, keys []string) ([]int64, error)
+	// BellIndex returns, in one read, the bell each session holds (-1:
+	// none; of two, the one it releases at its next ring).
+	BellIndex(ctx context.Context, q Querier, ids []int64) ([]int, error)
+	// WaitBell blocks session s for up to timeout (whole seconds) on the
+	// bell i of session id. rung reports that the bell came free: s then
+	// took it, and has released it.
+	WaitBell(ctx context.Context, s Querier, id int64, i int, timeout time.Duration) (rung bool, err error)
+}
+
 // QueueSQL holds the statements on the table of FIFO tickets,
 // <table>_queue. The live ticket with the smallest number (given by the
 // database in insert order) is the key's next taker.
