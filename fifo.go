@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -246,7 +245,8 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 	poll := stoppedTimer()
 	defer poll.Stop()
 	var wantAgain time.Time
-	near := false     // at most one live ticket ahead, at the last look
+	near := false // at most one live ticket ahead, at the last look
+	var far queueDistance
 	var lastErr error // the last transient error ridden out
 	for {
 		select {
@@ -281,23 +281,20 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 				b = l.waitBackoff(lc.ttl)
 			}
 			near = ahead <= 1
+			far.saw(ahead)
 			if time.Now().After(wantAgain) {
 				l.announceWant(ctx, key)
 				wantAgain = time.Now().Add(wantWindow / 2)
 			}
 		}
-		if near && !l.notifying() {
-			poll.Reset(fairPoll/2 + rand.N(fairPoll))
-			continue
-		}
-		poll.Reset(b.Next())
+		poll.Reset(l.queuePoll(near, &far, b))
 	}
 }
 
 // takeTurn takes key with take if ticket t is the oldest live ticket for it
 // (with noTicket: if no ticket waits) and the key looks free; or returns
 // the lock a release gave to memo (not "") as granted. ahead counts the
-// live tickets ahead of t (2: two or more). wait says that it is not
+// live tickets ahead of t (up to the dialect's cap). wait says that it is not
 // t's turn, or that the key is held: err then wraps ErrLocked. A waiting
 // call with Owner whose memo came to hold the key meanwhile (through another
 // call) re-enters it at its turn; one whose memo does not hold it sends no
@@ -335,7 +332,7 @@ func (l *Locker) takeTurn(ctx context.Context, key string, lc lockConfig, t int6
 
 // queueState is what a read of a key's queue found.
 type queueState struct {
-	ahead      int  // live tickets ahead (2: two or more)
+	ahead      int  // live tickets ahead, up to the dialect's cap (QueueSQL.State)
 	live, held bool // the ticket is live; a lease holds the key
 	// granted is the token of the live lease the grant memo holds on the
 	// key (0: none), age how long ago, by the database clock, that lease

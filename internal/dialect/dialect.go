@@ -262,7 +262,8 @@ type QueueSQL struct {
 	Enqueue   string
 	Returning bool
 	// State reads (ahead, live, held, token, age) for (key, ticket,
-	// ticket, key, key, memo): live tickets ahead (0, 1, or 2 for more),
+	// ticket, key, key, memo): live tickets ahead (up to a cap: 2 on
+	// PostgreSQL, whose waiters are woken by events, 8 elsewhere),
 	// whether ticket is live, whether a lease holds key, and the token of
 	// the live lease memo holds on key (NULL if none) with the microseconds
 	// since it was taken or renewed (0 if none), by the database clock.

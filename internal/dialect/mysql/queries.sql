@@ -188,7 +188,7 @@ WHERE key_id = ? AND memo = ? AND token = ? AND depth > 0 AND NOT ({expired})
 INSERT INTO {q} (key_id, memo, lease_ms, update_time) VALUES (?, ?, ?, UTC_TIMESTAMP(6))
 
 -- name: queue.state
-SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM {q} WHERE key_id = ? AND ticket < ? AND {live} LIMIT 2) a),
+SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM {q} WHERE key_id = ? AND ticket < ? AND {live} LIMIT 8) a),
   EXISTS (SELECT 1 FROM {q} WHERE ticket = ? AND {live}),
   EXISTS (SELECT 1 FROM {t} WHERE key_id = ? AND depth > 0 AND NOT ({expired})),
   g.token, COALESCE(g.age, 0)

@@ -57,7 +57,7 @@ RETURNING key_id
 INSERT INTO {q} (key_id, memo, lease_ms, update_time) VALUES (?1, ?2, ?3, {now})
 
 -- name: queue.state
-SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM {q} WHERE key_id = ?1 AND ticket < ?2 AND {live} LIMIT 2)),
+SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM {q} WHERE key_id = ?1 AND ticket < ?2 AND {live} LIMIT 8)),
   EXISTS (SELECT 1 FROM {q} WHERE ticket = ?3 AND {live}),
   EXISTS (SELECT 1 FROM {t} WHERE key_id = ?4 AND depth > 0 AND NOT ({expired})),
   g.token, COALESCE(g.age, 0)

@@ -1,0 +1,49 @@
+package dblock
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// queueDistance paces a waiter's polls, without release events, by how
+// many live tickets are ahead of its own: about one fairPoll per ticket
+// while the queue moves, so that it asks again about when its turn may
+// come, not at its backoff's pace (up to retryMax, while turns take a
+// millisecond); a queue that has not moved for coldAfter polls (a key held
+// for long) falls back to the backoff.
+type queueDistance struct {
+	ahead int // at the last poll
+	same  int // polls in a row that found it
+}
+
+// saw records a poll that found ahead tickets ahead.
+func (q *queueDistance) saw(ahead int) {
+	if ahead != q.ahead {
+		q.ahead, q.same = ahead, 0
+	}
+	q.same++
+}
+
+// moving reports whether the queue moved lately.
+func (q *queueDistance) moving() bool { return q.ahead > 0 && q.same < coldAfter }
+
+// delay is the next poll's delay: ahead fairPolls on average.
+func (q *queueDistance) delay() time.Duration {
+	mean := time.Duration(q.ahead) * fairPoll
+	return mean/2 + rand.N(mean)
+}
+
+// queuePoll is the delay before a queued waiter's next poll: without
+// release events, about fairPoll when near the head and paced by far
+// while the queue moves; its backoff otherwise.
+func (l *Locker) queuePoll(near bool, far *queueDistance, b *backoff) time.Duration {
+	if !l.notifying() {
+		switch {
+		case near:
+			return fairPoll/2 + rand.N(fairPoll)
+		case far.moving():
+			return far.delay()
+		}
+	}
+	return b.Next()
+}
