@@ -247,10 +247,13 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 	var wantAgain time.Time
 	near := false // at most one live ticket ahead, at the last look
 	var far queueDistance
+	idle := coldWaiter{l: l, key: key} // the head, for a key held for long
+	defer idle.leave()
 	var lastErr error // the last transient error ridden out
 	for {
 		select {
 		case <-w.wake:
+			idle.woke()
 		case <-poll.C:
 		case lk := <-w.grant:
 			if lk != nil {
@@ -265,7 +268,8 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 			continue
 		}
 		if !l.holds(key) && l.waits.beginTry(key, w) {
-			ahead, granted, wait, err := l.takeTurn(ctx, key, w.lc, t, memo, take)
+			st, granted, wait, err := l.takeTurn(ctx, key, w.lc, t, memo, take)
+			ahead := st.ahead
 			if err != nil && !wait && l.uncertain(err) {
 				l.waits.freshOwner(w) // while trying: no handover reads it
 			}
@@ -282,10 +286,19 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 			}
 			near = ahead <= 1
 			far.saw(ahead)
+			if ahead == 0 && st.holder != 0 && !l.notifying() {
+				// Next in line, the key held: without events, the head
+				// whose holder keeps the key goes to the idle poller.
+				idle.saw(st.holder)
+			}
 			if time.Now().After(wantAgain) {
 				l.announceWant(ctx, key)
 				wantAgain = time.Now().Add(wantWindow / 2)
 			}
+		}
+		if idle.cold {
+			poll.Reset(idle.delay(b, w.lc.ttl))
+			continue
 		}
 		poll.Reset(l.queuePoll(near, &far, b))
 	}
@@ -293,71 +306,42 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 
 // takeTurn takes key with take if ticket t is the oldest live ticket for it
 // (with noTicket: if no ticket waits) and the key looks free; or returns
-// the lock a release gave to memo (not "") as granted. ahead counts the
-// live tickets ahead of t (up to the dialect's cap). wait says that it is not
+// the lock a release gave to memo (not "") as granted. st is the queue as
+// read (st.ahead: the live tickets ahead of t, up to the dialect's cap;
+// zero when the read failed). wait says that it is not
 // t's turn, or that the key is held: err then wraps ErrLocked. A waiting
 // call with Owner whose memo came to hold the key meanwhile (through another
 // call) re-enters it at its turn; one whose memo does not hold it sends no
 // acquire while the key is held. An arriving call with Owner has been
 // checked for re-entry already (tryFIFO).
-func (l *Locker) takeTurn(ctx context.Context, key string, lc lockConfig, t int64, memo string, take take) (ahead int, granted *Lock, wait bool, err error) {
-	st, err := l.queueState(ctx, key, t, memo)
+func (l *Locker) takeTurn(ctx context.Context, key string, lc lockConfig, t int64, memo string, take take) (st queueState, granted *Lock, wait bool, err error) {
+	st, err = l.queueState(ctx, key, t, memo)
 	switch {
 	case err != nil:
-		return 0, nil, false, l.wrapErr("read the queue of", key, err)
+		return queueState{}, nil, false, l.wrapErr("read the queue of", key, err)
 	case st.granted != 0:
 		granted, err = l.adopt(key, lc, memo, st)
-		return 0, granted, false, err
+		return st, granted, false, err
 	case t != noTicket && !st.live:
-		return 0, nil, false, errTicketLost
+		return st, nil, false, errTicketLost
 	case st.ahead > 0:
-		return st.ahead, nil, true, fmt.Errorf("%w: %q: waiters are queued", ErrLocked, key)
+		return st, nil, true, fmt.Errorf("%w: %q: waiters are queued", ErrLocked, key)
 	case st.held && (!lc.explicitOwner || t == noTicket):
-		return 0, nil, true, fmt.Errorf("%w: %q", ErrLocked, key)
+		return st, nil, true, fmt.Errorf("%w: %q", ErrLocked, key)
 	case st.held:
 		reenter, err := l.heldAs(ctx, key, lc.owner)
 		if err != nil {
-			return 0, nil, false, err
+			return st, nil, false, err
 		}
 		if !reenter {
-			return 0, nil, true, fmt.Errorf("%w: %q", ErrLocked, key)
+			return st, nil, true, fmt.Errorf("%w: %q", ErrLocked, key)
 		}
 	}
 	got, err := take(ctx)
 	if err == nil && !got {
-		return 0, nil, true, fmt.Errorf("%w: %q", ErrLocked, key)
+		return st, nil, true, fmt.Errorf("%w: %q", ErrLocked, key)
 	}
-	return 0, nil, false, err
-}
-
-// queueState is what a read of a key's queue found.
-type queueState struct {
-	ahead      int  // live tickets ahead, up to the dialect's cap (QueueSQL.State)
-	live, held bool // the ticket is live; a lease holds the key
-	// granted is the token of the live lease the grant memo holds on the
-	// key (0: none), age how long ago, by the database clock, that lease
-	// was taken or renewed, and sent when the read was sent.
-	granted int64
-	age     time.Duration
-	sent    time.Time
-}
-
-// queueState reads key's queue as one of the queue operations in flight:
-// every arriving call reads it once, before it queues.
-func (l *Locker) queueState(ctx context.Context, key string, t int64, memo string) (st queueState, err error) {
-	var granted sql.NullInt64
-	var age int64
-	if derr := l.fifo.do(ctx, func() {
-		st.sent = time.Now()
-		err = l.q.QueryRowContext(ctx, l.fifo.sql.State, key, t, t, key, key, memo).
-			Scan(&st.ahead, &st.live, &st.held, &granted, &age)
-	}); derr != nil {
-		return st, derr
-	}
-	if memo != "" && granted.Valid {
-		st.granted, st.age = granted.Int64, time.Duration(age)*time.Microsecond
-	}
-	return st, err
+	return st, nil, false, err
 }
 
 // heldAs reports whether key is held under owner, with a live lease, by

@@ -261,10 +261,11 @@ type QueueSQL struct {
 	// Returning it returns the number, else the result's LastInsertId is.
 	Enqueue   string
 	Returning bool
-	// State reads (ahead, live, held, token, age) for (key, ticket,
+	// State reads (ahead, live, holder, token, age) for (key, ticket,
 	// ticket, key, key, memo): live tickets ahead (up to a cap: 2 on
 	// PostgreSQL, whose waiters are woken by events, 8 elsewhere),
-	// whether ticket is live, whether a lease holds key, and the token of
+	// whether ticket is live, the token of the live lease on key (0:
+	// none), and the token of
 	// the live lease memo holds on key (NULL if none) with the microseconds
 	// since it was taken or renewed (0 if none), by the database clock.
 	State string

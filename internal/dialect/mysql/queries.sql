@@ -190,7 +190,7 @@ INSERT INTO {q} (key_id, memo, lease_ms, update_time) VALUES (?, ?, ?, UTC_TIMES
 -- name: queue.state
 SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM {q} WHERE key_id = ? AND ticket < ? AND {live} LIMIT 8) a),
   EXISTS (SELECT 1 FROM {q} WHERE ticket = ? AND {live}),
-  EXISTS (SELECT 1 FROM {t} WHERE key_id = ? AND depth > 0 AND NOT ({expired})),
+  COALESCE((SELECT token FROM {t} WHERE key_id = ? AND depth > 0 AND NOT ({expired})), 0),
   g.token, COALESCE(g.age, 0)
 FROM (SELECT 1) AS one LEFT JOIN (
   SELECT token, TIMESTAMPDIFF(MICROSECOND, update_time, UTC_TIMESTAMP(6)) AS age
