@@ -136,6 +136,19 @@ func (l *Locker) keyFreed(key string) {
 	}
 }
 
+// forget unmarks keys whose names the session did not take.
+func (r *bellRinger) forget(keys []string) {
+	if len(keys) == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range keys {
+		delete(r.belled, k)
+	}
+	r.nbelled.Store(int64(len(r.belled)))
+}
+
 // bellWork takes the keys to bell (held for bellAfter, still held) and
 // those to release, and says when the next key is due.
 func (l *Locker) bellWork(now time.Time) (hold, free []string, next time.Time) {
@@ -236,12 +249,7 @@ func (s *bellSession) update(hold, free []string) error {
 			return nil
 		}
 		if err := s.open(); err != nil {
-			l.bell.mu.Lock()
-			for _, k := range hold {
-				delete(l.bell.belled, k)
-			}
-			l.bell.nbelled.Store(int64(len(l.bell.belled)))
-			l.bell.mu.Unlock()
+			l.bell.forget(hold)
 			return err
 		}
 		free = nil
@@ -253,14 +261,13 @@ func (s *bellSession) update(hold, free []string) error {
 		return err
 	}
 	s.cur = cur
-	l.bell.mu.Lock()
+	var taken []string // by another session: not ours to ring
 	for i, k := range hold {
 		if !held[i] {
-			delete(l.bell.belled, k) // another session has the name: not ours to ring
+			taken = append(taken, k)
 		}
 	}
-	l.bell.nbelled.Store(int64(len(l.bell.belled)))
-	l.bell.mu.Unlock()
+	l.bell.forget(taken)
 	// A key freed just before it was marked (its lock's context is
 	// cancelled after the count drops) is freed now.
 	for _, k := range hold {

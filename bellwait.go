@@ -110,11 +110,12 @@ func (l *Locker) listen(keys []string, held map[string]bool, holders []int64, be
 		}
 	}
 	if f := l.ears.failed.Load(); !ok || (f != 0 && time.Since(time.Unix(0, f)) < bellWait) {
-		ok, refs = false, nil
+		refs = nil
 	}
-	l.ears.quiet.Store(ok && len(refs) > 0)
+	quiet := len(refs) > 0
+	l.ears.quiet.Store(quiet)
 	l.tell(refs)
-	return ok && len(refs) > 0
+	return quiet
 }
 
 // tell sends each listener its bell (the zero bellRef: stop), starting

@@ -326,9 +326,9 @@ func (l *Locker) takeTurn(ctx context.Context, key string, lc lockConfig, t int6
 		return st, nil, false, errTicketLost
 	case st.ahead > 0:
 		return st, nil, true, fmt.Errorf("%w: %q: waiters are queued", ErrLocked, key)
-	case st.held && (!lc.explicitOwner || t == noTicket):
+	case st.holder != 0 && (!lc.explicitOwner || t == noTicket):
 		return st, nil, true, fmt.Errorf("%w: %q", ErrLocked, key)
-	case st.held:
+	case st.holder != 0:
 		reenter, err := l.heldAs(ctx, key, lc.owner)
 		if err != nil {
 			return st, nil, false, err

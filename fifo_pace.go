@@ -1,9 +1,6 @@
 package dblock
 
-import (
-	"math/rand/v2"
-	"time"
-)
+import "time"
 
 // queueDistance paces a waiter's polls, without release events, by how
 // many live tickets are ahead of its own: about one fairPoll per ticket
@@ -29,8 +26,7 @@ func (q *queueDistance) moving() bool { return q.ahead > 0 && q.same < coldAfter
 
 // delay is the next poll's delay: ahead fairPolls on average.
 func (q *queueDistance) delay() time.Duration {
-	mean := time.Duration(q.ahead) * fairPoll
-	return mean/2 + rand.N(mean)
+	return jitter(time.Duration(q.ahead) * fairPoll)
 }
 
 // queuePoll is the delay before a queued waiter's next poll: without
@@ -40,7 +36,7 @@ func (l *Locker) queuePoll(near bool, far *queueDistance, b *backoff) time.Durat
 	if !l.notifying() {
 		switch {
 		case near:
-			return fairPoll/2 + rand.N(fairPoll)
+			return jitter(fairPoll)
 		case far.moving():
 			return far.delay()
 		}

@@ -8,9 +8,9 @@ import (
 
 // queueState is what a read of a key's queue found.
 type queueState struct {
-	ahead      int   // live tickets ahead, up to the dialect's cap (QueueSQL.State)
-	live, held bool  // the ticket is live; a lease holds the key
-	holder     int64 // that lease's token (0: none)
+	ahead  int   // live tickets ahead, up to the dialect's cap (QueueSQL.State)
+	live   bool  // the ticket is live
+	holder int64 // the token of the lease that holds the key (0: none)
 	// granted is the token of the live lease the grant memo holds on the
 	// key (0: none), age how long ago, by the database clock, that lease
 	// was taken or renewed, and sent when the read was sent.
@@ -31,7 +31,6 @@ func (l *Locker) queueState(ctx context.Context, key string, t int64, memo strin
 	}); derr != nil {
 		return st, derr
 	}
-	st.held = st.holder != 0
 	if memo != "" && granted.Valid {
 		st.granted, st.age = granted.Int64, time.Duration(age)*time.Microsecond
 	}

@@ -47,10 +47,13 @@ func (l *Locker) pause(ctx context.Context, key string, b *backoff) error {
 // fairPoll while Lockers contend without release events, else b's next.
 func (l *Locker) pollDelay(key string, b *backoff) time.Duration {
 	if l.fairPolling(key) {
-		return fairPoll/2 + rand.N(fairPoll)
+		return jitter(fairPoll)
 	}
 	return b.Next()
 }
+
+// jitter returns a delay drawn evenly from [mean/2, 3·mean/2); mean > 0.
+func jitter(mean time.Duration) time.Duration { return mean/2 + rand.N(mean) }
 
 // heldElsewhere reports whether a read shows key held by another owner,
 // and under which token; false when the read fails (the acquire then

@@ -129,12 +129,7 @@ func (m *mysqlDialect) Holders(ctx context.Context, q dialect.Querier, keys []st
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	// Padded to a power of two, as HeldKeys: few texts to prepare.
-	size := 1
-	for size < len(keys) {
-		size *= 2
-	}
-	args := make([]any, size)
+	args := make([]any, pow2(len(keys))) // padded, as HeldKeys's
 	for i := range args {
 		args[i] = m.keyArg(keys[min(i, len(keys)-1)])
 	}

@@ -13,6 +13,16 @@ func withKeys(query string, n int) string {
 	return strings.Replace(query, "{keys}", dialect.Placeholders("?", n), 1)
 }
 
+// pow2 is the smallest power of two not below n: lists of keys are padded
+// to it, so that few statement texts serve every length.
+func pow2(n int) int {
+	size := 1
+	for size < n {
+		size *= 2
+	}
+	return size
+}
+
 // keyArgs appends keys to args.
 func keyArgs(args []any, keys []string) []any {
 	for _, k := range keys {
@@ -72,10 +82,7 @@ func (m *mysqlDialect) HeldKeys(ctx context.Context, q dialect.Querier, keys []s
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	size := 1
-	for size < len(keys) {
-		size *= 2
-	}
+	size := pow2(len(keys))
 	args := keyArgs(make([]any, 0, size+1), keys)
 	for len(args) < size {
 		args = append(args, keys[0])
