@@ -208,7 +208,16 @@ func WantedElsewhere(l *Locker, key string) bool { return l.wantedElsewhere(key)
 // oldest FIFO ticket, and returns the ticket and token given (zeros when
 // none). Lk stays registered. Test hook.
 func PassOn(ctx context.Context, l *Locker, lk *Lock) (ok bool, ticket, token int64, err error) {
-	ok, g, err := l.d.Passer().Pass(ctx, l.q, l.id, lk.key, lk.owner, lk.token, 0)
+	ok, g, err := l.d.Passer().Pass(ctx, l.q, l.id, lk.key, lk.owner, lk.token, 0, -1)
+	return ok, g.Ticket, g.Token, err
+}
+
+// PassTo releases lk with the statement that may give its key to FIFO
+// ticket next (next <= 0: the oldest, read first), on a dialect that
+// grants by ticket, and returns the ticket and token given (zeros when
+// none). Lk stays registered. Test hook.
+func PassTo(ctx context.Context, l *Locker, lk *Lock, next int64) (ok bool, ticket, token int64, err error) {
+	ok, g, err := l.d.Passer().Pass(ctx, l.q, l.id, lk.key, lk.owner, lk.token, 0, next)
 	return ok, g.Ticket, g.Token, err
 }
 

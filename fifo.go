@@ -166,52 +166,60 @@ func (l *Locker) lockFIFO(ctx context.Context, key string, lc lockConfig) (*Lock
 		}
 	}
 	var lk *Lock
-	t, granted, err := l.queueFor(ctx, key, lc, l.grantable(lc), l.takeLease(key, lc, &lk))
+	t, granted, succ, err := l.queueFor(ctx, key, lc, l.grantable(lc), l.takeLease(key, lc, &lk))
 	if err != nil {
 		return nil, err
 	}
 	if granted != nil {
-		l.fifo.forget(t) // the ticket went with the grant
-		return granted, nil
+		if !l.grantsByTicket() {
+			l.fifo.forget(t) // the ticket went with the grant
+			return granted, nil
+		}
+		lk = granted // the grant left the ticket expired: it goes as below
 	}
-	// The ticket goes while the caller works: its release waits for that.
+	// The ticket goes while the caller works: a release that frees the
+	// key waits for that.
 	done := l.dequeueAsync(key, t)
 	l.mu.Lock()
 	lk.dequeued = done
+	if granted == nil {
+		lk.succ = succ // a grant's were set as it was adopted
+	}
 	l.mu.Unlock()
 	return lk, nil
 }
 
 // queueFor takes a ticket for key and waits for its turn to take the key
-// with take. It returns the ticket, which the caller deletes; a ticket that
-// ran out meanwhile is replaced by a new one, at the end of the queue. A
-// call that a release may give the key to (grant) gets it granted instead
-// when one did: the ticket is gone then.
-func (l *Locker) queueFor(ctx context.Context, key string, lc lockConfig, grant bool, take take) (int64, *Lock, error) {
+// with take. It returns the ticket, which the caller deletes, and the
+// successors its last read of the queue found; a ticket that ran out
+// meanwhile is replaced by a new one, at the end of the queue. A call that
+// a release may give the key to (grant) gets it granted instead when one
+// did: the ticket is gone then, or left expired (dialect.Passer ByTicket).
+func (l *Locker) queueFor(ctx context.Context, key string, lc lockConfig, grant bool, take take) (t int64, granted *Lock, succ successors, err error) {
 	var lastErr error
 	b := l.waitBackoff(lc.ttl)
 	memo := grantMemo(grant)
 	for {
-		t, err := l.enqueue(ctx, key, memo)
+		t, err = l.enqueue(ctx, key, memo)
 		if err != nil {
 			if !l.rideOut(ctx, key, err, &lastErr) {
-				return 0, nil, err
+				return 0, nil, successors{}, err
 			}
 			if err := l.pause(ctx, key, b); err != nil {
-				return 0, nil, fmt.Errorf("%w (last database error: %w)", err, lastErr)
+				return 0, nil, successors{}, fmt.Errorf("%w (last database error: %w)", err, lastErr)
 			}
 			continue
 		}
 		if hook := l.fifo.hookQueued.Load(); hook != nil {
 			(*hook)()
 		}
-		granted, err := l.waitTurn(ctx, key, lc, t, memo, take)
+		granted, succ, err = l.waitTurn(ctx, key, lc, t, memo, take)
 		if err == nil {
-			return t, granted, nil
+			return t, granted, succ, nil
 		}
 		l.leaveTicket(key, t, memo)
 		if !errors.Is(err, errTicketLost) {
-			return 0, nil, err
+			return 0, nil, successors{}, err
 		}
 		l.log.Warn("dblock: a FIFO ticket ran out while its call waited; queueing again", "key", key, "ticket", t)
 	}
@@ -231,13 +239,14 @@ func grantMemo(grant bool) string {
 
 // waitTurn waits until ticket t is the oldest live ticket for key and the
 // key is free, and takes it; or until a release gave the key to memo (not
-// ""), and returns that grant. This Locker's waiters for key queue locally
-// in ticket order, and only the first of them asks the database, as in
+// ""), and returns that grant; succ are the successors its last read of
+// the queue found. This Locker's waiters for key queue locally in ticket
+// order, and only the first of them asks the database, as in
 // Lock. Each asking waiter watches only its predecessor: the next in line
 // and the one behind it poll briskly where no release event comes (MySQL,
 // SQLite); those further back poll with backoff, and no waiter ever writes
 // before its turn.
-func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int64, memo string, take take) (*Lock, error) {
+func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int64, memo string, take take) (*Lock, successors, error) {
 	w := l.waits.joinOrdered(key, lc, t, memo)
 	defer l.leaveQueue(key, w)
 	l.ensureListener()
@@ -257,12 +266,12 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 		case <-poll.C:
 		case lk := <-w.grant:
 			if lk != nil {
-				return lk, nil // granted by a release of ours (handGrant)
+				return lk, successors{}, nil // granted by a release of ours (handGrant)
 			}
 		case <-ctx.Done():
-			return nil, waitEnded(ctx, key, lastErr)
+			return nil, successors{}, waitEnded(ctx, key, lastErr)
 		case <-l.closing:
-			return nil, ErrClosed
+			return nil, successors{}, ErrClosed
 		}
 		if !l.waits.mayAsk(key, w) {
 			continue
@@ -276,7 +285,7 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 			l.waits.endTry(w)
 			if !wait {
 				if err == nil || !l.rideOut(ctx, key, err, &lastErr) {
-					return granted, err
+					return granted, st.succ, err
 				}
 				poll.Reset(b.Next())
 				continue

@@ -8,13 +8,15 @@ import (
 )
 
 // A release in FIFO mode may give the key straight to the oldest live ticket
-// (dialect.Passer; PostgreSQL) instead of freeing it: one durable commit
+// (dialect.Passer; PostgreSQL, and MySQL by ticket: the successor its
+// queue read found) instead of freeing it: one durable commit
 // moves the row to a memo drawn for the waiting call's grant (grantMemo)
 // with a fresh token and deletes the ticket, where a release, a wake-up, a
 // read of the queue, an acquire and the ticket's delete took three commits
 // and four statements. A waiter of the releasing Locker is handed the lock
 // at once (handGrant); one elsewhere is woken by the release's event, which
-// names the ticket (so other waiters stay asleep), and learns of the grant
+// names the ticket (so other waiters stay asleep), or on MySQL by its next
+// poll (or the idle poller, grantedHere), and learns of the grant
 // from the read of the queue it makes when woken anyway: that read returns
 // the lease its memo now holds, and how long ago it began by the database
 // clock. The lease's local start is put that far back.
@@ -35,6 +37,7 @@ func (l *Locker) grantable(lc lockConfig) bool {
 func (l *Locker) adopt(key string, lc lockConfig, memo string, st queueState) (*Lock, error) {
 	lc.owner = memo
 	lk := l.newLock(key, lc, st.granted, st.sent.Add(-st.age))
+	lk.succ = st.succ
 	if !l.register(lk) {
 		_ = lk.release(context.Background(), ErrClosed)
 		return nil, ErrClosed
@@ -48,11 +51,13 @@ func (l *Locker) adopt(key string, lc lockConfig, memo string, st queueState) (*
 
 // leaveTicket deletes ticket t of a call that leaves the queue without the
 // key. A ticket found gone may have been granted to memo (not ""): a grant
-// deletes it in the same commit, and a delete waits for a grant in flight
+// deletes it in the same commit (or, by ticket, leaves it expired: then
+// any ticket may have been), and a delete waits for a grant in flight
 // (which locks the ticket first), so once the delete is done any grant is
 // visible; the lease it gave is released.
 func (l *Locker) leaveTicket(key string, t int64, memo string) {
-	if l.deleteTicket(key, t) || memo == "" {
+	deleted := l.deleteTicket(key, t)
+	if memo == "" || deleted && !l.grantsByTicket() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
@@ -69,12 +74,21 @@ func (l *Locker) leaveTicket(key string, t int64, memo string) {
 	}
 }
 
+// grantsByTicket reports whether the dialect's grants leave the ticket
+// expired, not deleted (dialect.Passer ByTicket): a ticket deleted may
+// have been granted.
+func (l *Locker) grantsByTicket() bool {
+	p := l.d.Passer()
+	return p != nil && p.ByTicket()
+}
+
 // handGrant gives the lease a release of ours, sent at sent, granted to
 // ticket g.Ticket straight to our waiter holding that ticket, wherever it
-// stands in key's queue, when it is idle: it learns without a read.
-// Otherwise the waiter, here or elsewhere, reads the grant when woken. It
-// reports whether it handed the lease.
-func (l *Locker) handGrant(key string, g dialect.Grant, sent time.Time) bool {
+// stands in key's queue, when it is idle: it learns without a read, and
+// takes after (the ticket the release's holder knew to come after g's) as
+// its own next. Otherwise the waiter, here or elsewhere, reads the grant
+// when woken. It reports whether it handed the lease.
+func (l *Locker) handGrant(key string, g dialect.Grant, sent time.Time, after int64) bool {
 	w := l.waits.reserveTicket(key, g.Ticket)
 	if w == nil {
 		return false
@@ -82,6 +96,9 @@ func (l *Locker) handGrant(key string, g dialect.Grant, sent time.Time) bool {
 	lc := w.lc
 	lc.owner = w.memo
 	lk := l.newLock(key, lc, g.Token, sent)
+	if after != g.Ticket {
+		lk.succ.next = after
+	}
 	if !l.register(lk) { // closed meanwhile
 		l.waits.finish(w, nil, "")
 		_ = lk.release(context.Background(), ErrClosed)

@@ -12,13 +12,17 @@ import (
 // long as the key was held (529 statements a second on MariaDB for one
 // waiter). Once its polls find the same holder 32 times in a row it goes
 // to the idle poller, as a plain waiter does (on MySQL, with the holder's
-// bell); a release still wakes it, and it takes the key at its turn.
-// PostgreSQL's FIFO waiters are woken by events and do not poll.
+// bell); a release still wakes it, and it takes the key at its turn. On
+// MySQL the release gives it the key (a grant): the idle poller finds the
+// key held, under the waiter's grant memo, and wakes it all the same;
+// without that the waiter would learn only at its own fallback poll, half
+// a lease later (here 5 minutes, past the test's deadline). PostgreSQL's
+// FIFO waiters are woken by events and do not poll.
 func TestFIFOHeadGoesCold(t *testing.T) {
 	for _, d := range []dblock.Dialect{dblock.MySQL, dblock.SQLite} {
 		t.Run(string(d), func(t *testing.T) {
 			ctx := ctxT(t, 2*time.Minute)
-			ls := nodes(t, d, 2, dblock.WithFIFO())
+			ls := nodes(t, d, 2, dblock.WithFIFO(), dblock.WithTTL(10*time.Minute))
 			holder, waiter := ls[0], ls[1]
 			lk := mustLock(t)(holder.TryLock(ctx, "fifo-cold"))
 			got := make(chan error, 1)
@@ -36,6 +40,9 @@ func TestFIFOHeadGoesCold(t *testing.T) {
 			waitAll(t, ctx, got, 1)
 			if c := dblock.ColdWaiters(waiter); c != 0 {
 				t.Errorf("%d cold waiters left", c)
+			}
+			if g := dblock.Grants(waiter); g != grants(t, d) {
+				t.Errorf("%d leases granted, want %d", g, grants(t, d))
 			}
 		})
 	}

@@ -37,7 +37,7 @@ func (l *Locker) lockTxFIFO(ctx context.Context, tx *sql.Tx, td dialect.Tx, key 
 	if !queued || !wait {
 		return tl, err
 	}
-	t, _, err := l.queueFor(ctx, key, lc, false, l.takeTx(tx, td, key, false, &tl))
+	t, _, _, err := l.queueFor(ctx, key, lc, false, l.takeTx(tx, td, key, false, &tl))
 	if err != nil {
 		return nil, err
 	}

@@ -179,7 +179,7 @@ func (l *Locker) wakeFree(keys []string) (found bool, busy map[string]bool, ok b
 			continue
 		}
 		for _, k := range held {
-			busy[k] = true
+			busy[k] = !l.grantedHere(k)
 		}
 		for _, k := range batch {
 			if !busy[k] {
@@ -189,6 +189,22 @@ func (l *Locker) wakeFree(keys []string) (found bool, busy map[string]bool, ok b
 		}
 	}
 	return found, busy, ok
+}
+
+// grantedHere reports, for a key found held whose first waiter here may
+// be granted it (a FIFO head on a dialect that grants by ticket), whether
+// the key is held under that waiter's grant memo: a release gave it the
+// key, which the waiter learns when woken. A failed read says no: the
+// waiter polls on its own meanwhile.
+func (l *Locker) grantedHere(key string) bool {
+	memo := l.waits.headMemo(key)
+	if memo == "" || !l.grantsByTicket() {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
+	defer cancel()
+	_, held, err := l.ownedBy(ctx, l.q, key, memo)
+	return held && err == nil
 }
 
 // coldWaiter is one waiter's side of the idle poller: it counts the polls

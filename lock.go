@@ -22,10 +22,15 @@ type Lock struct {
 	runStart time.Time
 	owned    bool // taken with Owner: it may be re-entered
 	// dequeued is closed once the FIFO ticket that waited for this lock
-	// is deleted (WithFIFO; nil otherwise); the release waits for it, so
-	// that the next waiter never finds that ticket ahead. Under l.mu; read
-	// only in FIFO mode.
+	// is deleted (WithFIFO; nil otherwise); a release that frees the key
+	// waits for it, so that the next waiter never finds that ticket ahead.
+	// succ are the tickets a release may give the key to, where the
+	// dialect grants by ticket (dialect.Passer): those the read before the
+	// take found (next 0 when there was none or no read: the release
+	// reads it then, as others may have queued since). Both under l.mu;
+	// read only in FIFO mode.
 	dequeued <-chan struct{}
+	succ     successors
 
 	ctx    context.Context // done when the lock ends; Cause says why
 	cancel context.CancelCauseFunc
@@ -193,14 +198,6 @@ func (k *Lock) releaseOnce(ctx context.Context, cause error) error {
 		l.unpin(k.key, false)
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, k.key, k.Err())
 	}
-	if l.cfg.fifo {
-		l.mu.Lock()
-		dequeued := k.dequeued
-		l.mu.Unlock()
-		if dequeued != nil {
-			<-dequeued // bounded by releaseTimeout
-		}
-	}
 	if cause == ErrReleased {
 		if done, err := k.handOff(ctx); done {
 			l.unpin(k.key, false)
@@ -244,16 +241,30 @@ func (k *Lock) releaseRow(ctx context.Context) (wake bool, err error) {
 		p = k.l.d.Passer()
 	}
 	pass := p != nil && (notify || k.l.fifo.queuing(k.key) || !k.l.notifying())
+	dequeued, succ := k.fifoState()
+	// A grant does not wait for the lock's ticket to go, but the release
+	// returns only once it has: no ticket outlives its Unlock.
+	defer awaitClosed(dequeued)
+	next := succ.next
+	byTicket := pass && p.ByTicket()
 	var granted dialect.Grant
 	var sent time.Time
 	ok, uncertain, err := k.l.retryRelease(ctx, func() (bool, error) {
-		switch {
-		case pass:
+		if pass {
+			if !byTicket || next <= 0 {
+				// The ticket goes first: the release reads the oldest
+				// live one, which must not be its own.
+				awaitClosed(dequeued)
+			}
 			sent = time.Now()
-			ok, g, err := p.Pass(ctx, k.l.q, k.l.id, k.key, k.owner, k.token, k.l.waits.headTicket(k.key))
-			granted = g
-			return ok, err
-		case notify:
+			ok, g, err := p.Pass(ctx, k.l.q, k.l.id, k.key, k.owner, k.token, k.l.waits.headTicket(k.key), next)
+			if granted = g; err != nil || ok || !byTicket {
+				return ok, err
+			}
+			// No grant (the ticket left, or is not grantable): release.
+		}
+		awaitClosed(dequeued)
+		if notify {
 			return n.ReleaseNotify(ctx, k.l.q, k.l.id, k.key, k.owner, k.token)
 		}
 		return k.l.acq.Release(ctx, k.l.q, k.key, k.owner, k.token, k.batchable())
@@ -276,10 +287,33 @@ func (k *Lock) releaseRow(ctx context.Context) (wake bool, err error) {
 	if granted.Ticket != 0 {
 		// Handed over here, or not (the ticket is elsewhere, or its
 		// waiter is busy): then a waiter of ours holding it reads the
-		// grant when woken, after the release; the others sleep on.
-		wake = !k.l.handGrant(k.key, granted, sent) && k.l.waits.told(k.key, granted.Ticket)
+		// grant when woken, after the release; the others sleep on where
+		// events will wake them. Without events our first waiter, which
+		// sent no read while we held the key, polls again at its pace:
+		// its turn may come at the grantee's release.
+		wake = !k.l.handGrant(k.key, granted, sent, succ.after) &&
+			(k.l.waits.told(k.key, granted.Ticket) || !k.l.notifying())
 	}
 	return wake, nil
+}
+
+// fifoState returns the lock's dequeued and succ (nil and none outside
+// FIFO mode).
+func (k *Lock) fifoState() (<-chan struct{}, successors) {
+	if !k.l.cfg.fifo {
+		return nil, successors{}
+	}
+	k.l.mu.Lock()
+	defer k.l.mu.Unlock()
+	return k.dequeued, k.succ
+}
+
+// awaitClosed waits until c (if not nil) is closed: a ticket's delete,
+// bounded by releaseTimeout.
+func awaitClosed(c <-chan struct{}) {
+	if c != nil {
+		<-c
+	}
 }
 
 // retryRelease runs release until it succeeds, fails for good, or ctx ends.

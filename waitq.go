@@ -365,6 +365,17 @@ func (w *waitQueues) headTicket(key string) int64 {
 	return 0
 }
 
+// headMemo returns the grant memo of key's head waiter ("": none, or not
+// grantable).
+func (w *waitQueues) headMemo(key string) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if q := w.q[key]; len(q) > 0 {
+		return q[0].memo
+	}
+	return ""
+}
+
 // wakeAll wakes every head, after notifications may have been missed.
 func (w *waitQueues) wakeAll() {
 	w.mu.Lock()

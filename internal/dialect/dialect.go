@@ -261,7 +261,7 @@ type QueueSQL struct {
 	// Returning it returns the number, else the result's LastInsertId is.
 	Enqueue   string
 	Returning bool
-	// State reads (ahead, live, holder, token, age) for (key, ticket,
+	// State reads (ahead, live, holder, token, age, next, after) for (key, ticket,
 	// ticket, key, key, memo): live tickets ahead (up to a cap: 2 on
 	// PostgreSQL, whose waiters are woken by events, 8 elsewhere),
 	// whether ticket is live, the token of the live lease on key (0:
@@ -269,6 +269,12 @@ type QueueSQL struct {
 	// the live lease memo holds on key (NULL if none) with the microseconds
 	// since it was taken or renewed (0 if none), by the database clock.
 	State string
+	// StateNext says that State's parameters are (key, ticket, ticket,
+	// key, key, ticket, key, ticket, key, memo), and its sixth and seventh
+	// columns the oldest and second oldest live tickets for key other than
+	// ticket (NULL if none), the successors a Passer ByTicket grants to.
+	// Without it those columns are NULL.
+	StateNext bool
 	// Renew bumps update_time of the live tickets listed, by number.
 	Renew *Sized
 	// Dequeue deletes one ticket; Forget the ticket of (key, memo).
@@ -285,12 +291,24 @@ type QueueSQL struct {
 // ticket's lease, and the ticket is deleted, in one durable commit. A
 // release that can notify announces the grant as it announces a release.
 // On an engine in portable mode it is a plain release.
+//
+// A Passer ByTicket (MySQL) gives the key only to the ticket next, which
+// the caller read before (QueueSQL.State: the oldest live ticket other than
+// its own), or, with next <= 0, to the oldest live ticket it reads first: a
+// statement that read the ticket table's index to update the lock table
+// would deadlock with ticket deletes, one that joins the ticket by its
+// primary key does not. The ticket it grants is left expired, not deleted
+// (a statement that updates the lock table cannot delete): the grantee
+// deletes it. Pass then does nothing at all (ok false, nil error) when it
+// grants nothing, and the caller releases.
 type Passer interface {
 	// Pass releases (key, owner, token) for Locker from. granted names the
 	// ticket and the token it got; its zero value when the release granted
 	// nothing. A grant to ticket mine (one of Locker from's; 0: none) is
 	// not announced: Locker from hands it over itself.
-	Pass(ctx context.Context, q Querier, from, key, owner string, token, mine int64) (ok bool, granted Grant, err error)
+	Pass(ctx context.Context, q Querier, from, key, owner string, token, mine, next int64) (ok bool, granted Grant, err error)
+	// ByTicket reports whether Pass grants only to the ticket next.
+	ByTicket() bool
 }
 
 // Grant is a lease a release gave to a FIFO ticket (Passer).

@@ -42,7 +42,9 @@ type mysqlDialect struct {
 	liveSQL                 string
 	takeAnySQL, takenAnySQL string
 	existingSQL, ensureSQL  string
-	versionDDL              string
+	// FIFO grants (queue.pass) and the read of the next ticket.
+	passSQL, nextTicketSQL string
+	versionDDL             string
 	// The combined statement, by number of calls, and the read that
 	// confirms which of its calls it did.
 	cycleMany, confirmMany *dialect.Sized
@@ -98,6 +100,8 @@ func build(cfg dialect.Config, tidb bool) *mysqlDialect {
 	m.heldSQL = queries.Get("held", r)
 	m.heldKeysSQL = queries.Get("heldKeys", r)
 	m.handoffSQL = queries.Get("handoff", r)
+	m.passSQL = queries.Get("queue.pass", m.queueReplacer())
+	m.nextTicketSQL = queries.Get("queue.next", m.queueReplacer())
 	m.renewLockSQL = queries.Get("renewLock", r)
 	m.renewSQL = queries.Get("renew", r)
 	m.renewCheckSQL = queries.Get("renewCheck", r)

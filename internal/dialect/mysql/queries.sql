@@ -191,10 +191,39 @@ INSERT INTO {q} (key_id, memo, lease_ms, update_time) VALUES (?, ?, ?, UTC_TIMES
 SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM {q} WHERE key_id = ? AND ticket < ? AND {live} LIMIT 8) a),
   EXISTS (SELECT 1 FROM {q} WHERE ticket = ? AND {live}),
   COALESCE((SELECT token FROM {t} WHERE key_id = ? AND depth > 0 AND NOT ({expired})), 0),
-  g.token, COALESCE(g.age, 0)
+  g.token, COALESCE(g.age, 0),
+  (SELECT ticket FROM {q} WHERE key_id = ? AND ticket <> ? AND {live} ORDER BY ticket LIMIT 1),
+  (SELECT ticket FROM {q} WHERE key_id = ? AND ticket <> ? AND {live} ORDER BY ticket LIMIT 1 OFFSET 1)
 FROM (SELECT 1) AS one LEFT JOIN (
   SELECT token, TIMESTAMPDIFF(MICROSECOND, update_time, UTC_TIMESTAMP(6)) AS age
   FROM {t} WHERE key_id = ? AND memo = ? AND depth > 0 AND NOT ({expired})) AS g ON true
+
+-- name: queue.pass
+-- The release of the last level that gives the key to ticket n, read
+-- before by a consistent read, if that ticket is live and grantable (its
+-- memo is "g:" and the waiter's owner memo): the row moves to the
+-- waiter's memo with a token drawn on the locked row (as a handover's,
+-- reported through LAST_INSERT_ID) and the ticket's lease, and the ticket
+-- is expired (a multi-table UPDATE cannot delete; its waiter deletes it),
+-- in one durable commit. Both rows are found by primary key, so the
+-- statement locks only them: a read of the ticket table's index in an
+-- UPDATE of the lock table locks index entries, and deadlocked with ticket
+-- deletes. It changes nothing when it grants nothing. A waiter that
+-- deletes its ticket to leave either finds it granted (the ticket row is
+-- locked here) or deletes it before any grant. Assignments to one table
+-- never read the columns assigned in the other, whose order a
+-- multi-table UPDATE does not fix.
+UPDATE {t} AS l JOIN {q} AS n ON n.ticket = ? AND n.key_id = l.key_id AND n.memo LIKE 'g:%'
+  AND n.update_time + INTERVAL n.lease_ms * 1000 MICROSECOND > UTC_TIMESTAMP(6)
+SET l.token = LAST_INSERT_ID(l.token + 1), l.memo = SUBSTRING(n.memo, 3), l.depth = 1,
+  l.lease_ms = n.lease_ms, l.data = NULL, l.update_time = UTC_TIMESTAMP(6),
+  l.acquired_time = UTC_TIMESTAMP(6), n.update_time = '1970-01-01'
+WHERE l.key_id = ? AND l.memo = ? AND l.token = ? AND l.depth = 1
+  AND l.update_time + INTERVAL l.lease_ms * 1000 MICROSECOND > UTC_TIMESTAMP(6)
+
+-- name: queue.next
+-- The oldest live ticket for a key, for a release that has not read it.
+SELECT ticket FROM {q} WHERE key_id = ? AND {live} ORDER BY ticket LIMIT 1
 
 -- name: queue.renew
 UPDATE {q} SET update_time = UTC_TIMESTAMP(6) WHERE ticket IN ({list}) AND {live}

@@ -117,7 +117,7 @@ func (p *postgres) Passer() dialect.Passer {
 
 // Pass implements dialect.Passer with queue.pass; on a distributed engine
 // behind a PostgreSQL Locker, it is Release.
-func (p *postgres) Pass(ctx context.Context, q dialect.Querier, from, key, owner string, token, mine int64) (bool, dialect.Grant, error) {
+func (p *postgres) Pass(ctx context.Context, q dialect.Querier, from, key, owner string, token, mine, _ int64) (bool, dialect.Grant, error) {
 	if v, err := p.on(ctx, q); err != nil || v.portable {
 		if err != nil {
 			return false, dialect.Grant{}, err
@@ -130,6 +130,10 @@ func (p *postgres) Pass(ctx context.Context, q dialect.Querier, from, key, owner
 	err := q.QueryRowContext(ctx, p.passSQL, key, owner, token, p.channel(), from, p.Tag(key), mine).Scan(&n, &ticket, &given, &notified)
 	return n == 1, dialect.Grant{Ticket: ticket.Int64, Token: given.Int64}, err
 }
+
+// ByTicket implements dialect.Passer: PostgreSQL's grants go to the oldest
+// live ticket, which the release reads itself.
+func (p *postgres) ByTicket() bool { return false }
 
 func (p *postgres) Want(ctx context.Context, q dialect.Querier, from string, keys []string) error {
 	if len(keys) == 1 {

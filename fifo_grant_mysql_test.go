@@ -1,0 +1,145 @@
+package dblock_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dbtest"
+)
+
+// MySQL's release gives the key to the ticket its caller names (read
+// before, by the queue read that preceded the take), joined by primary key:
+// only a live, grantable ticket of the same key gets it, and the statement
+// changes nothing otherwise, leaving the release to the caller. A granted
+// ticket is left expired, not deleted (its waiter deletes it), and a call
+// that leaves after a grant it never saw releases the lease it was given,
+// though it found its ticket still there.
+func TestFIFOGrantByTicket(t *testing.T) {
+	const d = dblock.MySQL
+	if distributed(t) {
+		t.Skip("TiDB: releases do not grant")
+	}
+	// Not FIFO: its TryLock takes the key past the tickets queued by hand.
+	l, db, table := dbtest.Locker(t, d)
+	ctx := ctxT(t, time.Minute)
+	const key, other = "fifo-grant-by-ticket", "fifo-grant-by-ticket-other"
+	enqueue := func(key, memo string) int64 {
+		res, err := db.ExecContext(ctx, "INSERT INTO "+quote(d, table+"_queue")+
+			" (key_id, memo, lease_ms, update_time) VALUES (?, ?, 60000, UTC_TIMESTAMP(6))", key, memo)
+		if err != nil {
+			t.Fatalf("enqueue: %v", err)
+		}
+		ticket, err := res.LastInsertId()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ticket
+	}
+	held := mustLock(t)(l.TryLock(ctx, key))
+	passTo := func(next int64) (ok bool, ticket, token int64) {
+		t.Helper()
+		ok, ticket, token, err := dblock.PassTo(ctx, l, held, next)
+		if err != nil {
+			t.Fatalf("pass to %d: %v", next, err)
+		}
+		return ok, ticket, token
+	}
+	unchanged := func(what string) {
+		t.Helper()
+		if r, _ := readRow(t, db, d, table, key); r.memo != held.Owner() || r.depth != 1 || r.token != held.Token() {
+			t.Fatalf("%s: row %+v, want still held with token %d", what, r, held.Token())
+		}
+	}
+
+	// Not grantable, of another key, gone, or not live: nothing changes.
+	plain := enqueue(key, "plain")
+	if ok, _, _ := passTo(0); ok {
+		t.Fatal("a release granted to the oldest ticket, which is not grantable")
+	}
+	unchanged("a plain ticket oldest")
+	mustExec(t, db, "DELETE FROM "+quote(d, table+"_queue")+" WHERE ticket = ?", plain)
+	elsewhere := enqueue(other, dblock.GrantMemo("other-owner"))
+	gone := enqueue(key, dblock.GrantMemo("gone-owner"))
+	mustExec(t, db, "DELETE FROM "+quote(d, table+"_queue")+" WHERE ticket = ?", gone)
+	expired := enqueue(key, dblock.GrantMemo("expired-owner"))
+	mustExec(t, db, "UPDATE "+quote(d, table+"_queue")+" SET update_time = '1970-01-01' WHERE ticket = ?", expired)
+	for _, next := range []int64{elsewhere, gone, expired} {
+		if ok, _, _ := passTo(next); ok {
+			t.Fatalf("a release granted to ticket %d", next)
+		}
+		unchanged("a ticket that may not be granted")
+	}
+
+	// A live grantable ticket of the key gets it; the ticket stays, expired.
+	waiting := enqueue(key, dblock.GrantMemo("waiting-owner"))
+	ok, ticket, token := passTo(waiting)
+	if !ok || ticket != waiting || token <= held.Token() {
+		t.Fatalf("pass: ok %v, ticket %d (want %d), token %d (after %d)", ok, ticket, waiting, token, held.Token())
+	}
+	if r, _ := readRow(t, db, d, table, key); r.memo != "waiting-owner" || r.depth != 1 || r.token != token || r.lease != 60000 {
+		t.Fatalf("row %+v, want held by waiting-owner with token %d and the ticket's lease", r, token)
+	}
+	if n, live := tickets(t, db, d, table, key, false), tickets(t, db, d, table, key, true); n != 2 || live != 0 {
+		t.Fatalf("%d tickets (%d live) after the grant, want the granted and the expired one, none live", n, live)
+	}
+	// Its call left without reading the grant: leaving releases it.
+	dblock.LeaveTicket(l, key, waiting, "waiting-owner")
+	if r, _ := readRow(t, db, d, table, key); r.depth != 0 {
+		t.Fatalf("row %+v after the call that was granted it left, want released", r)
+	}
+	if err := held.Unlock(ctx); !errors.Is(err, dblock.ErrNotHeld) {
+		t.Fatalf("Unlock after the grant: %v, want ErrNotHeld", err)
+	}
+	mustExec(t, db, "DELETE FROM "+quote(d, table+"_queue")+" WHERE key_id IN (?, ?)", key, other)
+}
+
+// Contended FIFO turns on MySQL are grants: 4 goroutines on each of two
+// Lockers take one key in turn, each taking it 25 times; the releases
+// give the key on (counted by the Lockers that got it), and no two
+// goroutines ever hold it together.
+func TestFIFOGrantsUnderContention(t *testing.T) {
+	const d = dblock.MySQL
+	if distributed(t) {
+		t.Skip("TiDB: releases do not grant")
+	}
+	ls := nodes(t, d, 2, dblock.WithFIFO())
+	ctx := ctxT(t, 2*time.Minute)
+	const key, rounds = "fifo-grants-contended", 25
+	var inside, overlaps atomic.Int32
+	errs := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			errs <- contendRounds(ctx, ls[g%2], key, rounds, &inside, &overlaps)
+		}()
+	}
+	waitAll(t, ctx, errs, 8)
+	if n := overlaps.Load(); n != 0 {
+		t.Fatalf("%d acquisitions found another holder inside", n)
+	}
+	if g := dblock.Grants(ls[0]) + dblock.Grants(ls[1]); g == 0 {
+		t.Fatal("no contended FIFO turn was a grant")
+	}
+}
+
+// contendRounds takes key through l rounds times, counting in overlaps the
+// times it found another holder inside.
+func contendRounds(ctx context.Context, l *dblock.Locker, key string, rounds int, inside, overlaps *atomic.Int32) error {
+	for range rounds {
+		lk, err := l.Lock(ctx, key)
+		if err != nil {
+			return err
+		}
+		if inside.Add(1) != 1 {
+			overlaps.Add(1)
+		}
+		inside.Add(-1)
+		if err := lk.Unlock(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
