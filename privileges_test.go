@@ -95,8 +95,11 @@ func TestLeastPrivilege(t *testing.T) {
 		table := dbtest.Table(t, admin, d)
 		db := restrictedDB(t, admin, d, table)
 		ctx := ctxT(t, 30*time.Second)
+		// Long enough for renewals on a busy machine (600 ms lost the lock
+		// once under a parallel build).
+		const ttl = 1500 * time.Millisecond
 		newL := func() *dblock.Locker {
-			l, err := dblock.New(db, dblock.WithTable(table), dblock.WithTTL(600*time.Millisecond))
+			l, err := dblock.New(db, dblock.WithTable(table), dblock.WithTTL(ttl))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,9 +111,9 @@ func TestLeastPrivilege(t *testing.T) {
 		// Lock, and keep it past two leases: only renewals can.
 		held := mustLock(t)(a.TryLock(ctx, "k"))
 		first, _ := readRow(t, admin, d, table, "k")
-		waitUntil(t, "two renewals", func() bool {
+		waitUntil(t, "two renewals, or the lock's loss", func() bool {
 			r, _ := readRow(t, admin, d, table, "k")
-			return r.update > first.update+int64(1200*time.Millisecond/time.Microsecond)
+			return held.Err() != nil || r.update > first.update+int64(2*ttl/time.Microsecond)
 		})
 		if err := held.Err(); err != nil {
 			t.Fatalf("lock lost while renewing: %v", err)

@@ -134,7 +134,9 @@ func TestRenewalWarnsWhenBehind(t *testing.T) {
 			figures[a.Key] = a.Value.Int64()
 			return true
 		})
-		if figures["held"] != 1 || figures["renewals_needed_per_s"] != 1 || figures["renewals_done_per_s"] < 1 {
+		// Renewals of 600 ms do at most 1.7 a second, fewer on a busy
+		// machine: 0 or 1, rounded down.
+		if done, ok := figures["renewals_done_per_s"]; !ok || done > 1 || figures["held"] != 1 || figures["renewals_needed_per_s"] != 1 {
 			t.Fatalf("warning figures %v", figures)
 		}
 	})
