@@ -88,6 +88,11 @@ func (c *countingQuerier) ExecContext(ctx context.Context, q string, args ...any
 	return c.Querier.ExecContext(ctx, q, args...)
 }
 
+func (c *countingQuerier) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	c.count(q)
+	return c.Querier.QueryContext(ctx, q, args...)
+}
+
 func (c *countingQuerier) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
 	c.count(q)
 	return c.Querier.QueryRowContext(ctx, q, args...)
@@ -236,6 +241,18 @@ func LeaseAge(ctx context.Context, l *Locker, key, memo string) (token int64, ag
 	st, err := l.queueState(ctx, key, noTicket, memo)
 	return st.granted, st.age, err
 }
+
+// QueueRead reads key's queue as a waiting FIFO call holding ticket t does:
+// live tickets ahead (capped), whether t is live, the token of the lease
+// on key, and the two oldest live tickets other than t (0: none, or a
+// dialect that does not read them). Test hook.
+func QueueRead(ctx context.Context, l *Locker, key string, t int64) (ahead int, live bool, holder, next, after int64, err error) {
+	st, err := l.queueState(ctx, key, t, "")
+	return st.ahead, st.live, st.holder, st.succ.next, st.succ.after, err
+}
+
+// NoTicket is the ticket of a call that holds none. Test hook.
+const NoTicket = noTicket
 
 // TakeAfterGrant queues a ticket for key as a waiting Lock call of l does
 // (l made WithFIFO), lets release give the key to it, then sends the take

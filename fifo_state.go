@@ -3,7 +3,10 @@ package dblock
 import (
 	"context"
 	"database/sql"
+	"slices"
 	"time"
+
+	"github.com/dblockhq/dblock/internal/dialect"
 )
 
 // queueState is what a read of a key's queue found.
@@ -23,7 +26,7 @@ type queueState struct {
 
 // successors are the two oldest live tickets for a key other than the one
 // a queue read was made for (0: none, or a dialect that does not say:
-// QueueSQL.StateNext), in order: the ticket a release by ticket may give
+// QueueSQL.StateRows), in order: the ticket a release by ticket may give
 // the key to, and the one after it, which a lease handed over in-process
 // (handGrant) takes as its own next, having made no read.
 type successors struct{ next, after int64 }
@@ -31,22 +34,68 @@ type successors struct{ next, after int64 }
 // queueState reads key's queue as one of the queue operations in flight:
 // every arriving call reads it once, before it queues.
 func (l *Locker) queueState(ctx context.Context, key string, t int64, memo string) (st queueState, err error) {
-	var granted, next, after sql.NullInt64
-	var age int64
-	args := []any{key, t, t, key, key, memo}
-	if l.fifo.sql.StateNext {
-		args = []any{key, t, t, key, key, t, key, t, key, memo}
-	}
 	if derr := l.fifo.do(ctx, func() {
 		st.sent = time.Now()
-		err = l.q.QueryRowContext(ctx, l.fifo.sql.State, args...).
-			Scan(&st.ahead, &st.live, &st.holder, &granted, &age, &next, &after)
+		if l.fifo.sql.StateRows {
+			err = l.queueRows(ctx, key, t, memo, &st)
+			return
+		}
+		var granted sql.NullInt64
+		var age int64
+		err = l.q.QueryRowContext(ctx, l.fifo.sql.State, key, t, t, key, key, memo).
+			Scan(&st.ahead, &st.live, &st.holder, &granted, &age)
+		if memo != "" && granted.Valid {
+			st.granted, st.age = granted.Int64, time.Duration(age)*time.Microsecond
+		}
 	}); derr != nil {
 		return st, derr
 	}
-	if memo != "" && granted.Valid {
-		st.granted, st.age = granted.Int64, time.Duration(age)*time.Microsecond
-	}
-	st.succ = successors{next.Int64, after.Int64}
 	return st, err
+}
+
+// queueRows is queueState's read in rows (QueueSQL.StateRows).
+func (l *Locker) queueRows(ctx context.Context, key string, t int64, memo string, st *queueState) error {
+	rows, err := l.q.QueryContext(ctx, l.fifo.sql.State, memo, key, t, key)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var buf [dialect.StateTickets + 1]int64
+	tickets := buf[:0]
+	for rows.Next() {
+		var kind, n, age int64
+		var mine bool
+		if err := rows.Scan(&kind, &n, &mine, &age); err != nil {
+			return err
+		}
+		switch kind {
+		case 0:
+			st.holder = n
+			if mine && memo != "" {
+				st.granted, st.age = n, time.Duration(age)*time.Microsecond
+			}
+		case 1:
+			st.live = true
+		default:
+			tickets = append(tickets, n)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	slices.Sort(tickets) // tickets are numbered from 1
+	for _, n := range tickets {
+		if n < t {
+			st.ahead++
+		}
+		switch {
+		case n == t:
+		case st.succ.next == 0:
+			st.succ.next = n
+		case st.succ.after == 0:
+			st.succ.after = n
+		}
+	}
+	st.ahead = min(st.ahead, dialect.StateTickets-1)
+	return nil
 }

@@ -261,20 +261,23 @@ type QueueSQL struct {
 	// Returning it returns the number, else the result's LastInsertId is.
 	Enqueue   string
 	Returning bool
-	// State reads (ahead, live, holder, token, age, next, after) for (key, ticket,
-	// ticket, key, key, memo): live tickets ahead (up to a cap: 2 on
+	// State reads (ahead, live, holder, token, age) for (key,
+	// ticket, ticket, key, key, memo): live tickets ahead (up to a cap: 2 on
 	// PostgreSQL, whose waiters are woken by events, 8 elsewhere),
 	// whether ticket is live, the token of the live lease on key (0:
 	// none), and the token of
 	// the live lease memo holds on key (NULL if none) with the microseconds
 	// since it was taken or renewed (0 if none), by the database clock.
 	State string
-	// StateNext says that State's parameters are (key, ticket, ticket,
-	// key, key, ticket, key, ticket, key, memo), and its sixth and seventh
-	// columns the oldest and second oldest live tickets for key other than
-	// ticket (NULL if none), the successors a Passer ByTicket grants to.
-	// Without it those columns are NULL.
-	StateNext bool
+	// StateRows says that State is a cheaper read in rows instead, for
+	// (memo, key, ticket, key): rows (kind, n, mine, age) where kind 0 is
+	// the live lease on key (n its token, mine whether memo holds it, age
+	// as above), kind 1 is ticket if it is live (n the ticket), and kind 2
+	// the oldest StateTickets live tickets for key (n each ticket, in no
+	// particular order). The ahead count and the successors, the two
+	// oldest live tickets other than ticket that a Passer ByTicket grants
+	// to, come from those. Without it State has no successors.
+	StateRows bool
 	// Renew bumps update_time of the live tickets listed, by number.
 	Renew *Sized
 	// Dequeue deletes one ticket; Forget the ticket of (key, memo).
@@ -326,6 +329,10 @@ func QueueTable(table string) string { return table + "_queue" }
 
 // Limits shared by the core and the dialects.
 const (
+	// StateTickets is how many live tickets a read of the queue in rows
+	// (QueueSQL.StateRows) returns: enough to count 8 ahead and name two
+	// successors.
+	StateTickets = 9
 	// ReapBatch bounds the rows one reaping statement deletes.
 	ReapBatch = 500
 	// ReleaseTimeout bounds a release run after the caller's context ended.

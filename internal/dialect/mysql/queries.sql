@@ -188,15 +188,14 @@ WHERE key_id = ? AND memo = ? AND token = ? AND depth > 0 AND NOT ({expired})
 INSERT INTO {q} (key_id, memo, lease_ms, update_time) VALUES (?, ?, ?, UTC_TIMESTAMP(6))
 
 -- name: queue.state
-SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM {q} WHERE key_id = ? AND ticket < ? AND {live} LIMIT 8) a),
-  EXISTS (SELECT 1 FROM {q} WHERE ticket = ? AND {live}),
-  COALESCE((SELECT token FROM {t} WHERE key_id = ? AND depth > 0 AND NOT ({expired})), 0),
-  g.token, COALESCE(g.age, 0),
-  (SELECT ticket FROM {q} WHERE key_id = ? AND ticket <> ? AND {live} ORDER BY ticket LIMIT 1),
-  (SELECT ticket FROM {q} WHERE key_id = ? AND ticket <> ? AND {live} ORDER BY ticket LIMIT 1 OFFSET 1)
-FROM (SELECT 1) AS one LEFT JOIN (
-  SELECT token, TIMESTAMPDIFF(MICROSECOND, update_time, UTC_TIMESTAMP(6)) AS age
-  FROM {t} WHERE key_id = ? AND memo = ? AND depth > 0 AND NOT ({expired})) AS g ON true
+-- The queue as a waiting call sees it (QueueSQL.StateRows), in one
+-- consistent read of three index lookups: the live lease, the call's own
+-- ticket, and the oldest live tickets. It costs MariaDB about half the
+-- CPU of the same answers as one row of five subqueries and a join.
+(SELECT 0, token, memo = ?, TIMESTAMPDIFF(MICROSECOND, update_time, UTC_TIMESTAMP(6))
+  FROM {t} WHERE key_id = ? AND depth > 0 AND NOT ({expired}))
+UNION ALL (SELECT 1, ticket, 0, 0 FROM {q} WHERE ticket = ? AND {live})
+UNION ALL (SELECT 2, ticket, 0, 0 FROM {q} WHERE key_id = ? AND {live} ORDER BY ticket LIMIT {tickets})
 
 -- name: queue.pass
 -- The release of the last level that gives the key to ticket n, read

@@ -18,7 +18,7 @@ func (m *mysqlDialect) Queue() *dialect.QueueSQL {
 	return &dialect.QueueSQL{
 		Enqueue:   queries.Get("queue.enqueue", r),
 		State:     queries.Get("queue.state", r),
-		StateNext: true,
+		StateRows: true,
 		Renew: dialect.ListSQL(queries.Get("queue.renew", r),
 			func(int) string { return "?" }),
 		Dequeue: queries.Get("queue.dequeue", r),
@@ -31,7 +31,7 @@ func (m *mysqlDialect) Queue() *dialect.QueueSQL {
 // queueReplacer fills in the queue statements' placeholders.
 func (m *mysqlDialect) queueReplacer() *strings.Replacer {
 	return strings.NewReplacer("{q}", m.Quote(dialect.QueueTable(m.table)), "{t}", m.Quote(m.table), "{expired}", myExpired,
-		"{limit}", strconv.Itoa(dialect.ReapBatch), "{live}", `update_time + INTERVAL lease_ms * 1000 MICROSECOND > UTC_TIMESTAMP(6)`)
+		"{limit}", strconv.Itoa(dialect.ReapBatch), "{tickets}", strconv.Itoa(dialect.StateTickets), "{live}", `update_time + INTERVAL lease_ms * 1000 MICROSECOND > UTC_TIMESTAMP(6)`)
 }
 
 // Passer implements dialect.Dialect: nil in portable mode (and so on

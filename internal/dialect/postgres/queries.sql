@@ -164,7 +164,7 @@ INSERT INTO {q} (key_id, memo, lease_ms) VALUES ($1, $2, $3) RETURNING ticket
 SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM {q} q WHERE q.key_id = $1 AND q.ticket < $2 AND {live} LIMIT 2) a),
   EXISTS (SELECT 1 FROM {q} q WHERE q.ticket = $3 AND {live}),
   COALESCE((SELECT l.token FROM {t} l WHERE l.key_id = $4 AND l.depth > 0 AND NOT ({expired})), 0),
-  g.token, COALESCE(g.age, 0), NULL::bigint, NULL::bigint
+  g.token, COALESCE(g.age, 0)
 FROM (SELECT 1) AS one LEFT JOIN (
   SELECT l.token, (EXTRACT(EPOCH FROM statement_timestamp() - l.update_time) * 1000000)::bigint AS age
   FROM {t} l WHERE l.key_id = $5 AND l.memo = $6 AND l.depth > 0 AND NOT ({expired})) AS g ON true

@@ -60,7 +60,7 @@ INSERT INTO {q} (key_id, memo, lease_ms, update_time) VALUES (?1, ?2, ?3, {now})
 SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM {q} WHERE key_id = ?1 AND ticket < ?2 AND {live} LIMIT 8)),
   EXISTS (SELECT 1 FROM {q} WHERE ticket = ?3 AND {live}),
   COALESCE((SELECT token FROM {t} WHERE key_id = ?4 AND depth > 0 AND NOT ({expired})), 0),
-  g.token, COALESCE(g.age, 0), NULL, NULL
+  g.token, COALESCE(g.age, 0)
 FROM (SELECT 1) AS one LEFT JOIN (
   SELECT token, {now} - update_time AS age
   FROM {t} WHERE key_id = ?5 AND memo = ?6 AND depth > 0 AND NOT ({expired})) AS g ON true
