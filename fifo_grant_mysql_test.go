@@ -2,6 +2,7 @@ package dblock_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -27,18 +28,7 @@ func TestFIFOGrantByTicket(t *testing.T) {
 	l, db, table := dbtest.Locker(t, d)
 	ctx := ctxT(t, time.Minute)
 	const key, other = "fifo-grant-by-ticket", "fifo-grant-by-ticket-other"
-	enqueue := func(key, memo string) int64 {
-		res, err := db.ExecContext(ctx, "INSERT INTO "+quote(d, table+"_queue")+
-			" (key_id, memo, lease_ms, update_time) VALUES (?, ?, 60000, UTC_TIMESTAMP(6))", key, memo)
-		if err != nil {
-			t.Fatalf("enqueue: %v", err)
-		}
-		ticket, err := res.LastInsertId()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ticket
-	}
+	enqueue := func(key, memo string) int64 { return ticketByHand(t, db, table, key, memo, 60000) }
 	held := mustLock(t)(l.TryLock(ctx, key))
 	passTo := func(next int64) (ok bool, ticket, token int64) {
 		t.Helper()
@@ -142,4 +132,20 @@ func contendRounds(ctx context.Context, l *dblock.Locker, key string, rounds int
 		}
 	}
 	return nil
+}
+
+// ticketByHand inserts a MySQL ticket for key under memo with a lease of
+// leaseMS milliseconds, and returns its number.
+func ticketByHand(t *testing.T, db *sql.DB, table, key, memo string, leaseMS int) int64 {
+	t.Helper()
+	res, err := db.Exec("INSERT INTO "+quote(dblock.MySQL, table+"_queue")+
+		" (key_id, memo, lease_ms, update_time) VALUES (?, ?, ?, UTC_TIMESTAMP(6))", key, memo, leaseMS)
+	if err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+	ticket, err := res.LastInsertId()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ticket
 }

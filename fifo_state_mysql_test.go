@@ -18,19 +18,7 @@ func TestFIFOQueueRead(t *testing.T) {
 	l, db, table := dbtest.Locker(t, d)
 	ctx := ctxT(t, time.Minute)
 	const key = "fifo-queue-read"
-	enqueue := func(key string, leaseMS int) int64 {
-		t.Helper()
-		res, err := db.ExecContext(ctx, "INSERT INTO "+quote(d, table+"_queue")+
-			" (key_id, memo, lease_ms, update_time) VALUES (?, 'by-hand', ?, UTC_TIMESTAMP(6))", key, leaseMS)
-		if err != nil {
-			t.Fatalf("enqueue: %v", err)
-		}
-		ticket, err := res.LastInsertId()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ticket
-	}
+	enqueue := func(key string, leaseMS int) int64 { return ticketByHand(t, db, table, key, "by-hand", leaseMS) }
 	type read struct {
 		ahead       int
 		live        bool
