@@ -295,10 +295,10 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 			}
 			near = ahead <= 1
 			far.saw(ahead)
-			if ahead <= 1 && st.holder != 0 && !l.notifying() {
-				// Next in line or the one after (both poll at the head's
-				// pace), the key held: without events, a waiter whose
-				// holder keeps the key goes to the idle poller.
+			if near && st.holder != 0 && !l.notifying() {
+				// Next in line or the one after (both poll at nearPoll),
+				// the key held: without events, a waiter whose holder
+				// keeps the key goes to the idle poller.
 				idle.saw(st.holder)
 			}
 			if time.Now().After(wantAgain) {

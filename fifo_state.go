@@ -60,7 +60,7 @@ func (l *Locker) queueRows(ctx context.Context, key string, t int64, memo string
 		return err
 	}
 	defer rows.Close()
-	var buf [dialect.StateTickets + 1]int64
+	var buf [dialect.StateTickets]int64 // the statement's LIMIT
 	tickets := buf[:0]
 	for rows.Next() {
 		var kind, n, age int64
