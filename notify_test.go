@@ -73,6 +73,12 @@ func TestNotifyPayloads(t *testing.T) {
 	if err := lk.Err(); err != nil {
 		t.Fatalf("the holder lost its lock to forged events: %v", err)
 	}
+	// A release is announced only while another Locker has said lately
+	// (within wantWindow) that it waits. The waiter says it again every
+	// second, but on a loaded machine its last word may have aged out by
+	// now (a CI run under -race waited here for an announcement that never
+	// came): release once the holder knows of it.
+	waitUntil(t, "the holder to know of the waiter", func() bool { return dblock.WantedElsewhere(holder, key) })
 	if err := lk.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
