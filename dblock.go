@@ -48,6 +48,7 @@ type Locker struct {
 	shared broadcast  // a shared key's row was released here (rwlock.go)
 	bell   bellRinger // MySQL's release events, holder's side (bell.go)
 	ears   bellEars   // and waiter's side (bellwait.go)
+	fine   fineState  // short poll delays (fineclock.go)
 
 	obs         Observer     // WithObserver; nil: none
 	waiting     atomic.Int64 // calls waiting for a key, for Stats

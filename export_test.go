@@ -305,3 +305,15 @@ func BellRings(l *Locker) int64 { return l.ears.rings.Load() }
 
 // BellSession reports the id of l's bell session (0: none). Test hook.
 func BellSession(l *Locker) int64 { return l.bell.session.Load() }
+
+// FineClock reports whether l's fine clock was made, and whether it has
+// stopped. Test hook.
+func FineClock(l *Locker) (made, stopped bool) {
+	c := l.fine.c.Load()
+	if c == nil {
+		return false, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return true, c.closed
+}

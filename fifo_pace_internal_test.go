@@ -6,7 +6,7 @@ import (
 )
 
 // Without release events, a FIFO waiter with tickets ahead polls about
-// once per ticket ahead per fairPoll while the queue moves (it used to
+// once per ticket ahead per ticketPoll while the queue moves (it used to
 // back off up to retryMax, 250 ms, while turns took a millisecond), and
 // falls back to its backoff once the queue stands still.
 func TestQueueDistance(t *testing.T) {
@@ -20,7 +20,7 @@ func TestQueueDistance(t *testing.T) {
 		if !q.moving() {
 			t.Fatalf("not moving after the queue moved to %d ahead", ahead)
 		}
-		mean := time.Duration(ahead) * fairPoll
+		mean := time.Duration(ahead) * ticketPoll
 		for range 100 {
 			if d := q.delay(); d < mean/2 || d >= mean/2+mean {
 				t.Fatalf("delay %v with %d ahead, want within [%v, %v)", d, ahead, mean/2, mean/2+mean)

@@ -148,7 +148,7 @@ func (l *Locker) endYield(key string) {
 
 // yielding reports whether our waiters for key stand back; if so it sets
 // poll to fire when they may try again.
-func (l *Locker) yielding(key string, poll *time.Timer) bool {
+func (l *Locker) yielding(key string, poll *pollTimer) bool {
 	l.fair.mu.Lock()
 	defer l.fair.mu.Unlock()
 	until, ok := l.fair.yields[key]
