@@ -147,19 +147,28 @@ func (l *Locker) endYield(key string) {
 }
 
 // yielding reports whether our waiters for key stand back; if so it sets
-// poll to fire when they may try again.
+// poll to fire when they may try again (outside fair.mu: a poll timer's
+// first short delay starts the fine clock).
 func (l *Locker) yielding(key string, poll *pollTimer) bool {
+	d := l.yieldLeft(key)
+	if d > 0 {
+		poll.Reset(d)
+	}
+	return d > 0
+}
+
+// yieldLeft is how long our waiters for key still stand back (0: not).
+func (l *Locker) yieldLeft(key string) time.Duration {
 	l.fair.mu.Lock()
 	defer l.fair.mu.Unlock()
 	until, ok := l.fair.yields[key]
 	if !ok {
-		return false
+		return 0
 	}
 	d := time.Until(until)
 	if d <= 0 {
 		delete(l.fair.yields, key)
-		return false
+		return 0
 	}
-	poll.Reset(d)
-	return true
+	return d
 }
