@@ -24,19 +24,26 @@ type event struct {
 // contended runs g goroutines on one key through contendedLockers Lockers,
 // with the blocking Lock and a busy critical section of cfg.critical.
 func contended(ctx context.Context, t *target, cfg config, g int) (Row, error) {
-	return contendedWith(ctx, t, cfg, g)
+	return contendedWith(ctx, t, cfg, g, contendedLockers)
+}
+
+// contendedOne is contended with one Locker: a process serialising work
+// on a key among its own goroutines, where no other Locker waits.
+func contendedOne(ctx context.Context, t *target, cfg config, g int) (Row, error) {
+	return contendedWith(ctx, t, cfg, g, 1)
 }
 
 // contendedFIFO is contended with Lockers made WithFIFO: every acquisition
 // in the order its call queued, across both Lockers.
 func contendedFIFO(ctx context.Context, t *target, cfg config, g int) (Row, error) {
-	return contendedWith(ctx, t, cfg, g, dblock.WithFIFO())
+	return contendedWith(ctx, t, cfg, g, contendedLockers, dblock.WithFIFO())
 }
 
-func contendedWith(ctx context.Context, t *target, cfg config, g int, opts ...dblock.Option) (Row, error) {
-	lockers := make([]*dblock.Locker, contendedLockers)
+// contendedWith runs the contended case through n Lockers made with opts.
+func contendedWith(ctx context.Context, t *target, cfg config, g, n int, opts ...dblock.Option) (Row, error) {
+	lockers := make([]*dblock.Locker, n)
 	for i := range lockers {
-		l, closeL, err := t.locker(2*g/contendedLockers, cfg.ttl, opts...)
+		l, closeL, err := t.locker(2*g/n, cfg.ttl, opts...)
 		if err != nil {
 			return Row{}, err
 		}
@@ -45,14 +52,14 @@ func contendedWith(ctx context.Context, t *target, cfg config, g int, opts ...db
 	}
 	const key = "bench-contended"
 	r, err := contendedRun(ctx, t, cfg, g, func(ctx context.Context, i int) (func(context.Context) error, error) {
-		lk, err := lockers[i%contendedLockers].Lock(ctx, key)
+		lk, err := lockers[i%n].Lock(ctx, key)
 		if err != nil {
 			return nil, err
 		}
 		return lk.Unlock, nil
 	})
 	if r.Contended != nil {
-		r.Contended.Lockers = contendedLockers
+		r.Contended.Lockers = n
 	}
 	return r, err
 }

@@ -57,6 +57,9 @@ func cases() []benchCase {
 		// compared with one connection's back-to-back commits.
 		{name: "commit", gs: []int{1}, run: serialCommit},
 		{name: "contended", baseline: "commit", baseG: 1, gs: []int{8}, run: contended},
+		// The same goroutines in one Locker: no other Locker waits, none
+		// can be known to on MySQL and SQLite.
+		{name: "contended-one", baseline: "commit", baseG: 1, gs: []int{8}, run: contendedOne},
 		// FIFO's price is what it costs against the same case without it,
 		// measured beside it (its ratio to the commit rate is this one's
 		// ratio times contended's).
