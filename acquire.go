@@ -241,6 +241,7 @@ func (l *Locker) try(ctx context.Context, key string, lc lockConfig) (*Lock, err
 			return nil, fmt.Errorf("%w: %q", ErrLocked, key)
 		}
 		l.startListener() // to hear of waiters before we release
+		l.tookBack(key, token)
 		lk := l.newLock(key, lc, token, start)
 		if !l.register(lk) {
 			_ = lk.release(ctx, ErrClosed)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -14,6 +15,10 @@ type contention struct {
 	wanted  map[string]time.Time // keys others wait for
 	foreign map[string]time.Time // keys our waiters found held elsewhere
 	yields  map[string]time.Time // keys our waiters stand back from
+	blind   blindRuns            // blindrun.go
+	// yieldsPending is len(blind.yielded), read without mu by every
+	// acquisition.
+	yieldsPending atomic.Int64
 }
 
 // A release with a local waiter hands the key straight to it: one statement
@@ -37,11 +42,6 @@ const (
 	// for contendedTurns of them. A run that has lasted this long ends at
 	// its next release.
 	contendedRun = 10 * time.Millisecond
-	// blindTurns bounds them where other Lockers' waiters cannot be known
-	// (no release events: MySQL, SQLite, a PostgreSQL listener down): such
-	// a waiter polls, and needs the key released now and then to find it
-	// free.
-	blindTurns = 64
 	// yieldWindow is how long, at most, our waiters stand back after a
 	// release that gave the key up: the longest poll period of a contending
 	// waiter elsewhere (fairPoll/2 + up to fairPoll), so that it polls at
@@ -62,8 +62,8 @@ func (k *Lock) handOff(ctx context.Context) (bool, error) {
 	if !l.waits.waiting(k.key) || l.heldCount(k.key) > 1 || l.isClosed() {
 		return false, nil // nobody to hand to, or a re-entry still holds it
 	}
-	if !mayHandOn(k.turns, l.localTurns(k.key), k.runStart, time.Now()) {
-		l.yield(k.key)
+	if !mayHandOn(k.turns, l.localRun(k.key), k.runStart, time.Now()) {
+		l.yield(k.key, k.token)
 		return false, nil
 	}
 	w := l.waits.reserveHead(k.key)
@@ -108,32 +108,38 @@ func (k *Lock) handOff(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
+// runLimit bounds a run of local handovers: at most turns of them, and
+// none begun once the run has lasted run (0: no bound in time).
+type runLimit struct {
+	turns int
+	run   time.Duration
+}
+
 // mayHandOn reports whether a lock that local handovers in a row (turns of
-// them, the first at runStart) led to may be handed over locally once more,
-// when fairness allows limit in a row (math.MaxInt: no other Locker waits).
-func mayHandOn(turns, limit int, runStart, now time.Time) bool {
-	if turns >= limit {
+// them, the first at runStart) led to may be handed over locally once more
+// within lim.
+func mayHandOn(turns int, lim runLimit, runStart, now time.Time) bool {
+	if turns >= lim.turns {
 		return false
 	}
-	return limit == math.MaxInt || turns == 0 || now.Sub(runStart) < contendedRun
+	return lim.run == 0 || turns == 0 || now.Sub(runStart) < lim.run
 }
 
-// localTurns is how many local handovers of key in a row fairness allows.
-func (l *Locker) localTurns(key string) int {
-	if l.notifying() {
-		if l.wantedElsewhere(key) {
-			return contendedTurns
-		}
-		return math.MaxInt // another Locker's waiter would have said so
+// localRun is how long a run of local handovers of key fairness allows.
+func (l *Locker) localRun(key string) runLimit {
+	switch {
+	case l.notifying() && !l.wantedElsewhere(key):
+		return runLimit{turns: math.MaxInt} // another Locker's waiter would have said so
+	case l.notifying() || l.fairPolling(key):
+		return runLimit{contendedTurns, contendedRun}
 	}
-	if l.fairPolling(key) {
-		return contendedTurns
-	}
-	return blindTurns
+	return l.blindRun(key)
 }
 
-// yield makes our waiters for key stand back for yieldWindow.
-func (l *Locker) yield(key string) {
+// yield makes our waiters for key stand back for yieldWindow, after a
+// release that left its row with token.
+func (l *Locker) yield(key string, token int64) {
+	l.yieldedAt(key, token)
 	l.fair.mu.Lock()
 	defer l.fair.mu.Unlock()
 	markUntil(&l.fair.yields, key, time.Now().Add(yieldWindow))

@@ -202,6 +202,7 @@ func (l *Locker) markForeign(key string) {
 	l.fair.mu.Lock()
 	defer l.fair.mu.Unlock()
 	markUntil(&l.fair.foreign, key, time.Now().Add(wantWindow))
+	l.fair.blind.seenElsewhere(key)
 }
 
 // fairPolling reports whether waiters for key should poll instead of being

@@ -1,0 +1,87 @@
+package dblock
+
+// Where no other Locker can be known to wait (no release events: MySQL,
+// SQLite, a PostgreSQL listener down) and none has been seen holding the
+// key lately, a run of local handovers ends at blindTurns or contendedRun,
+// and the key goes back to the table for another Locker's poller to find.
+// One Locker alone on a key pays for that at every run: a release, a
+// yieldWindow taken by nobody and an acquire; 8 goroutines of one Locker
+// on a MariaDB key made 0.60-0.63 handovers per serial commit, with a p99
+// handoff of 2.0-2.1 ms (dblock-bench -cases contended-one). So the bounds
+// of such runs double at every second yield in a row that goes unused (our
+// waiter took the key back with the token right after the one the release
+// left: a row's token counts up by one per acquisition on MySQL and
+// SQLite), up to maxBlindLevel doublings (256 handovers or 40 ms), and
+// fall back at once when another Locker took the key in between, or our
+// waiter found it held elsewhere (markForeign): 0.61-0.79, p99 0.47-1.18
+// ms, three alternated pairs. Two in a row, not one, and grown rather than
+// set: starting at 256 or 40 ms gave one of two Lockers a head start that
+// TestFairness saw (max share 0.24 against 0.17 in 24 runs under -race and
+// load; grown two yields at a time, 0.20), as a waiter of another Locker
+// whose poll misses a yield window on a slow machine makes the runs it
+// waits behind longer. A Locker that starts to wait for a key run this way
+// takes it within about 40 ms.
+const (
+	blindTurns    = 64
+	maxBlindLevel = 2
+	// maxBlindKeys bounds the keys the Locker keeps yields and levels of:
+	// past it, it forgets them all (runs go back to the base bounds).
+	maxBlindKeys = 1024
+)
+
+// blindRuns is what a Locker knows of its blind runs, under contention.mu.
+type blindRuns struct {
+	yielded map[string]int64 // key → the token its last yielding release left
+	unused  map[string]int   // key → yields in a row taken back (up to 2·maxBlindLevel)
+}
+
+// blindRun is key's run bound where no other Locker can be known.
+func (l *Locker) blindRun(key string) runLimit {
+	l.fair.mu.Lock()
+	defer l.fair.mu.Unlock()
+	lv := l.fair.blind.unused[key] / 2
+	return runLimit{blindTurns << lv, contendedRun << lv}
+}
+
+// yieldedAt notes that a release that ended a run left key's row with
+// token.
+func (l *Locker) yieldedAt(key string, token int64) {
+	l.fair.mu.Lock()
+	defer l.fair.mu.Unlock()
+	b := &l.fair.blind
+	if b.yielded == nil || len(b.yielded) >= maxBlindKeys {
+		b.yielded = make(map[string]int64)
+	}
+	b.yielded[key] = token
+	l.fair.yieldsPending.Store(int64(len(b.yielded)))
+}
+
+// tookBack notes that this Locker acquired key with token from the table:
+// after a yield of key, the yield went unused if token follows the one the
+// yield left.
+func (l *Locker) tookBack(key string, token int64) {
+	if l.fair.yieldsPending.Load() == 0 {
+		return
+	}
+	l.fair.mu.Lock()
+	defer l.fair.mu.Unlock()
+	b := &l.fair.blind
+	left, ok := b.yielded[key]
+	if !ok {
+		return
+	}
+	delete(b.yielded, key)
+	l.fair.yieldsPending.Store(int64(len(b.yielded)))
+	if token != left+1 {
+		delete(b.unused, key)
+		return
+	}
+	if b.unused == nil || len(b.unused) >= maxBlindKeys {
+		b.unused = make(map[string]int)
+	}
+	b.unused[key] = min(b.unused[key]+1, 2*maxBlindLevel)
+}
+
+// seenElsewhere drops key's unused yields: another Locker holds it.
+// Under fair.mu.
+func (b *blindRuns) seenElsewhere(key string) { delete(b.unused, key) }
