@@ -62,8 +62,8 @@ func (k *Lock) handOff(ctx context.Context) (bool, error) {
 	if !l.waits.waiting(k.key) || l.heldCount(k.key) > 1 || l.isClosed() {
 		return false, nil // nobody to hand to, or a re-entry still holds it
 	}
-	if !mayHandOn(k.turns, l.localRun(k.key), k.runStart, time.Now()) {
-		l.yield(k.key, k.token)
+	if lim, blind := l.localRun(k.key); !mayHandOn(k.turns, lim, k.runStart, time.Now()) {
+		l.yield(k.key, k.token, blind)
 		return false, nil
 	}
 	w := l.waits.reserveHead(k.key)
@@ -125,21 +125,26 @@ func mayHandOn(turns int, lim runLimit, runStart, now time.Time) bool {
 	return lim.run == 0 || turns == 0 || now.Sub(runStart) < lim.run
 }
 
-// localRun is how long a run of local handovers of key fairness allows.
-func (l *Locker) localRun(key string) runLimit {
+// localRun is how long a run of local handovers of key fairness allows;
+// blind says that no other Locker can be known to wait (blindrun.go).
+func (l *Locker) localRun(key string) (lim runLimit, blind bool) {
 	switch {
 	case l.notifying() && !l.wantedElsewhere(key):
-		return runLimit{turns: math.MaxInt} // another Locker's waiter would have said so
+		return runLimit{turns: math.MaxInt}, false // another Locker's waiter would have said so
 	case l.notifying() || l.fairPolling(key):
-		return runLimit{contendedTurns, contendedRun}
+		return runLimit{contendedTurns, contendedRun}, false
 	}
-	return l.blindRun(key)
+	return l.blindRun(key), true
 }
 
 // yield makes our waiters for key stand back for yieldWindow, after a
-// release that left its row with token.
-func (l *Locker) yield(key string, token int64) {
-	l.yieldedAt(key, token)
+// release that left its row with token; a blind run's yield is kept to
+// learn whether it went unused (only those: every acquisition looks for
+// one while any is kept).
+func (l *Locker) yield(key string, token int64, blind bool) {
+	if blind {
+		l.yieldedAt(key, token)
+	}
 	l.fair.mu.Lock()
 	defer l.fair.mu.Unlock()
 	markUntil(&l.fair.yields, key, time.Now().Add(yieldWindow))
