@@ -106,8 +106,12 @@ func (r Row) cells() []string {
 	switch {
 	case r.Contended != nil:
 		c := r.Contended
-		notes = fmt.Sprintf("handoffs/s, p50/p99 handoff; %d Lockers, cs %.0fµs, max share %.3f, longest wait %s, deadlocks %d, overlaps %d",
-			c.Lockers, c.CriticalMicros, c.MaxShare, fmtMicros(c.LongestWaitMicros), c.Deadlocks, c.Overlaps)
+		lockers := fmt.Sprintf("%d Lockers", c.Lockers)
+		if c.Lockers == 0 {
+			lockers = "no lock" // commit-held: the commits alone
+		}
+		notes = fmt.Sprintf("handoffs/s, p50/p99 handoff; %s, cs %.0fµs, max share %.3f, longest wait %s, deadlocks %d, overlaps %d",
+			lockers, c.CriticalMicros, c.MaxShare, fmtMicros(c.LongestWaitMicros), c.Deadlocks, c.Overlaps)
 	case r.Heartbeat != nil:
 		h := r.Heartbeat
 		p50, p99 = "", ""

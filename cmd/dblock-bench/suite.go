@@ -56,6 +56,10 @@ func cases() []benchCase {
 		// A handoff is at least one durable commit: the contended case is
 		// compared with one connection's back-to-back commits.
 		{name: "commit", gs: []int{1}, run: serialCommit},
+		// The same commits with the contended case's critical section
+		// between them: the most any lock that commits once per
+		// acquisition can reach, with no time lost between holders.
+		{name: "commit-held", baseline: "commit", gs: []int{1}, run: heldCommit},
 		{name: "contended", baseline: "commit", baseG: 1, gs: []int{8}, run: contended},
 		// The same goroutines in one Locker: no other Locker waits, none
 		// can be known to on MySQL and SQLite.

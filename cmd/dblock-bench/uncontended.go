@@ -68,6 +68,29 @@ func serialCommit(ctx context.Context, t *target, cfg config, g int) (Row, error
 	return rowFrom(m), nil
 }
 
+// heldCommit is serialCommit run as the contended case runs a lock (g is
+// 1): take nothing, hold for the critical section, then commit, as a
+// handoff does. Its ratio to commit is the ceiling of contended's.
+func heldCommit(ctx context.Context, t *target, cfg config, g int) (Row, error) {
+	db, err := t.pool(g)
+	if err != nil {
+		return Row{}, err
+	}
+	defer db.Close()
+	stmts, err := prepare(ctx, db, t.stmt(t.sql.updateCommit, t.commitTable))
+	if err != nil {
+		return Row{}, err
+	}
+	commit := func(ctx context.Context) error { return execOne(stmts[0].ExecContext(ctx)) }
+	r, err := contendedRun(ctx, t, cfg, g, func(context.Context, int) (func(context.Context) error, error) {
+		return commit, nil
+	})
+	if r.Contended != nil {
+		r.Contended.Lockers = 0
+	}
+	return r, err
+}
+
 // dblockCycle is TryLock + Unlock through one Locker.
 func dblockCycle(ctx context.Context, t *target, cfg config, g int) (Row, error) {
 	return lockerCycle(ctx, t, cfg, g)
