@@ -363,7 +363,7 @@ func (l *Locker) heldAs(ctx context.Context, key, owner string) (bool, error) {
 
 // ownedBy reads the token of the live lease owner holds on key, if any.
 func (l *Locker) ownedBy(ctx context.Context, q dialect.Querier, key, owner string) (token int64, held bool, err error) {
-	switch err := q.QueryRowContext(ctx, l.fifo.sql.Owned, key, owner).Scan(&token); {
+	switch err := dialect.QueryRow(ctx, q, l.fifo.sql.Owned, key, owner).Scan(&token); {
 	case err == nil:
 		return token, true, nil
 	case errors.Is(err, sql.ErrNoRows):

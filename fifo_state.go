@@ -42,7 +42,7 @@ func (l *Locker) queueState(ctx context.Context, key string, t int64, memo strin
 		}
 		var granted sql.NullInt64
 		var age int64
-		err = l.q.QueryRowContext(ctx, l.fifo.sql.State, key, t, t, key, key, memo).
+		err = dialect.QueryRow(ctx, l.q, l.fifo.sql.State, key, t, t, key, key, memo).
 			Scan(&st.ahead, &st.live, &st.holder, &granted, &age)
 		if memo != "" && granted.Valid {
 			st.granted, st.age = granted.Int64, time.Duration(age)*time.Microsecond

@@ -42,7 +42,7 @@ func (l *Locker) enqueue(ctx context.Context, key, owner string) (int64, error) 
 	if werr := f.do(ctx, func() {
 		bound := l.bounds.within(ctx)
 		if f.sql.Returning {
-			err = l.q.QueryRowContext(bound, f.sql.Enqueue, key, memo, ms).Scan(&t)
+			err = dialect.QueryRow(bound, l.q, f.sql.Enqueue, key, memo, ms).Scan(&t)
 		} else {
 			var res sql.Result
 			if res, err = l.q.ExecContext(bound, f.sql.Enqueue, key, memo, ms); err == nil {

@@ -9,7 +9,7 @@ import (
 )
 
 // ScanToken reads a token; no row means not taken.
-func ScanToken(row *sql.Row) (int64, bool, error) {
+func ScanToken(row Row) (int64, bool, error) {
 	var token int64
 	err := row.Scan(&token)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -19,7 +19,7 @@ func ScanToken(row *sql.Row) (int64, bool, error) {
 }
 
 // ScanHeld reports whether row, a SELECT 1, found a row.
-func ScanHeld(row *sql.Row) (bool, error) {
+func ScanHeld(row Row) (bool, error) {
 	var one int
 	switch err := row.Scan(&one); {
 	case err == nil:
@@ -33,7 +33,7 @@ func ScanHeld(row *sql.Row) (bool, error) {
 
 // ScanHeldToken reports whether row, a SELECT of a token, found a row, and
 // the token.
-func ScanHeldToken(row *sql.Row) (int64, bool, error) {
+func ScanHeldToken(row Row) (int64, bool, error) {
 	var token int64
 	switch err := row.Scan(&token); {
 	case err == nil:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"sync"
+	"sync/atomic"
 )
 
 // StmtCache is a Querier that prepares each statement text once per pool and
@@ -15,6 +16,9 @@ type StmtCache struct {
 	db *sql.DB
 	mu sync.Mutex
 	m  map[string]*sql.Stmt
+	// direct says whether QueryRow calls the pool's driver directly
+	// (directUnknown, directOn, directOff; row.go).
+	direct atomic.Int32
 }
 
 var _ Querier = (*StmtCache)(nil)

@@ -231,7 +231,7 @@ func (m *mysqlDialect) Release(ctx context.Context, q dialect.Querier, key, owne
 }
 
 func (m *mysqlDialect) Held(ctx context.Context, q dialect.Querier, key, owner string) (int64, bool, error) {
-	return dialect.ScanHeldToken(q.QueryRowContext(ctx, m.heldSQL, key, owner))
+	return dialect.ScanHeldToken(dialect.QueryRow(ctx, q, m.heldSQL, key, owner))
 }
 
 func (m *mysqlDialect) Handoff(ctx context.Context, q dialect.Querier, key, owner string, token int64, to string, ttl time.Duration, data []byte) (int64, bool, error) {

@@ -103,7 +103,7 @@ func (p *postgres) Tag(key string) string {
 
 func (p *postgres) ReleaseNotify(ctx context.Context, q dialect.Querier, from, key, owner string, token int64) (bool, error) {
 	var n, notified int
-	err := q.QueryRowContext(ctx, p.releaseNotifySQL, key, owner, token, p.channel(), from, p.Tag(key)).Scan(&n, &notified)
+	err := dialect.QueryRow(ctx, q, p.releaseNotifySQL, key, owner, token, p.channel(), from, p.Tag(key)).Scan(&n, &notified)
 	return n == 1, err
 }
 
@@ -127,7 +127,7 @@ func (p *postgres) Pass(ctx context.Context, q dialect.Querier, from, key, owner
 	}
 	var n, notified int
 	var ticket, given sql.NullInt64
-	err := q.QueryRowContext(ctx, p.passSQL, key, owner, token, p.channel(), from, p.Tag(key), mine).Scan(&n, &ticket, &given, &notified)
+	err := dialect.QueryRow(ctx, q, p.passSQL, key, owner, token, p.channel(), from, p.Tag(key), mine).Scan(&n, &ticket, &given, &notified)
 	return n == 1, dialect.Grant{Ticket: ticket.Int64, Token: given.Int64}, err
 }
 

@@ -149,7 +149,7 @@ func (p *postgres) Upsert(ctx context.Context, q dialect.Querier, key, owner str
 		return 0, false, err
 	}
 	if !p.portable {
-		return dialect.ScanToken(q.QueryRowContext(ctx, p.acquireSQL, key, owner, ttl.Milliseconds(), p.fenceKey, data))
+		return dialect.ScanToken(dialect.QueryRow(ctx, q, p.acquireSQL, key, owner, ttl.Milliseconds(), p.fenceKey, data))
 	}
 	token, ok, err := p.Take(ctx, q, key, owner, ttl, data)
 	if ok || err != nil {
@@ -163,7 +163,7 @@ func (p *postgres) Upsert(ctx context.Context, q dialect.Querier, key, owner str
 
 // Take takes key in place, alone.
 func (p *postgres) Take(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration, data []byte) (int64, bool, error) {
-	return dialect.ScanToken(q.QueryRowContext(ctx, p.takeSQL, key, owner, ttl.Milliseconds(), data))
+	return dialect.ScanToken(dialect.QueryRow(ctx, q, p.takeSQL, key, owner, ttl.Milliseconds(), data))
 }
 
 // Batch implements dialect.Dialect.
@@ -221,11 +221,11 @@ func (p *postgres) Release(ctx context.Context, q dialect.Querier, key, owner st
 }
 
 func (p *postgres) Held(ctx context.Context, q dialect.Querier, key, owner string) (int64, bool, error) {
-	return dialect.ScanHeldToken(q.QueryRowContext(ctx, p.heldSQL, key, owner))
+	return dialect.ScanHeldToken(dialect.QueryRow(ctx, q, p.heldSQL, key, owner))
 }
 
 func (p *postgres) Handoff(ctx context.Context, q dialect.Querier, key, owner string, token int64, to string, ttl time.Duration, data []byte) (int64, bool, error) {
-	return dialect.ScanToken(q.QueryRowContext(ctx, p.handoffSQL, key, owner, token, to, ttl.Milliseconds(), data))
+	return dialect.ScanToken(dialect.QueryRow(ctx, q, p.handoffSQL, key, owner, token, to, ttl.Milliseconds(), data))
 }
 
 func (p *postgres) Renew(ctx context.Context, db *sql.DB, refs []dialect.Ref) (lost, busy []dialect.Ref, err error) {

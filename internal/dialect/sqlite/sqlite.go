@@ -123,7 +123,7 @@ func (s *sqliteDialect) Upsert(ctx context.Context, q dialect.Querier, key, owne
 	if _, held, err := s.Held(ctx, q, key, owner); held || err != nil {
 		return 0, false, err
 	}
-	return dialect.ScanToken(q.QueryRowContext(ctx, s.acquireSQL, key, owner, ttl.Milliseconds(), data))
+	return dialect.ScanToken(dialect.QueryRow(ctx, q, s.acquireSQL, key, owner, ttl.Milliseconds(), data))
 }
 
 func (s *sqliteDialect) Release(ctx context.Context, q dialect.Querier, key, owner string, token int64) (ok, freed bool, err error) {
@@ -132,11 +132,11 @@ func (s *sqliteDialect) Release(ctx context.Context, q dialect.Querier, key, own
 }
 
 func (s *sqliteDialect) Held(ctx context.Context, q dialect.Querier, key, owner string) (int64, bool, error) {
-	return dialect.ScanHeldToken(q.QueryRowContext(ctx, s.heldSQL, key, owner))
+	return dialect.ScanHeldToken(dialect.QueryRow(ctx, q, s.heldSQL, key, owner))
 }
 
 func (s *sqliteDialect) Handoff(ctx context.Context, q dialect.Querier, key, owner string, token int64, to string, ttl time.Duration, data []byte) (int64, bool, error) {
-	return dialect.ScanToken(q.QueryRowContext(ctx, s.handoffSQL, key, owner, token, to, ttl.Milliseconds(), data))
+	return dialect.ScanToken(dialect.QueryRow(ctx, q, s.handoffSQL, key, owner, token, to, ttl.Milliseconds(), data))
 }
 
 // Renew never reports a row busy: SQLite has no row locks to skip.
