@@ -53,35 +53,39 @@ func prepare(ctx context.Context, db *sql.DB, queries ...string) ([]*sql.Stmt, e
 // key follow each other and each waits for at least one flush, so this
 // rate bounds the contended case's.
 func serialCommit(ctx context.Context, t *target, cfg config, g int) (Row, error) {
-	db, err := t.pool(g)
+	db, commit, err := commitPool(ctx, t, g)
 	if err != nil {
 		return Row{}, err
 	}
 	defer db.Close()
+	m := loop(ctx, g, cfg.duration, func(ctx context.Context, _ int) error { return commit(ctx) })
+	return rowFrom(m), nil
+}
+
+// commitPool opens a pool of n connections and returns it with the commit
+// baseline's statement, prepared on it; the caller closes the pool.
+func commitPool(ctx context.Context, t *target, n int) (*sql.DB, func(context.Context) error, error) {
+	db, err := t.pool(n)
+	if err != nil {
+		return nil, nil, err
+	}
 	stmts, err := prepare(ctx, db, t.stmt(t.sql.updateCommit, t.commitTable))
 	if err != nil {
-		return Row{}, err
+		db.Close()
+		return nil, nil, err
 	}
-	m := loop(ctx, g, cfg.duration, func(ctx context.Context, _ int) error {
-		return execOne(stmts[0].ExecContext(ctx))
-	})
-	return rowFrom(m), nil
+	return db, func(ctx context.Context) error { return execOne(stmts[0].ExecContext(ctx)) }, nil
 }
 
 // heldCommit is serialCommit run as the contended case runs a lock (g is
 // 1): take nothing, hold for the critical section, then commit, as a
 // handoff does. Its ratio to commit is the ceiling of contended's.
 func heldCommit(ctx context.Context, t *target, cfg config, g int) (Row, error) {
-	db, err := t.pool(g)
+	db, commit, err := commitPool(ctx, t, g)
 	if err != nil {
 		return Row{}, err
 	}
 	defer db.Close()
-	stmts, err := prepare(ctx, db, t.stmt(t.sql.updateCommit, t.commitTable))
-	if err != nil {
-		return Row{}, err
-	}
-	commit := func(ctx context.Context) error { return execOne(stmts[0].ExecContext(ctx)) }
 	r, err := contendedRun(ctx, t, cfg, g, func(context.Context, int) (func(context.Context) error, error) {
 		return commit, nil
 	})
