@@ -60,6 +60,7 @@ func toJSON(i dblock.LockInfo) lockJSON {
 func cmdLs(ctx context.Context, a *app, args []string) error {
 	fs := newFlagSet("ls")
 	c := addCommon(fs)
+	c.embeddedOK, c.noteEmbedded = true, true // reading the embedded file is harmless, and said
 	asJSON := fs.Bool("json", false, "print a JSON array (with --watch: one JSON object per change)")
 	watch := fs.Bool("watch", false, "print every change (acquired, taken, changed, released) until interrupted")
 	every := fs.Duration("interval", time.Second, "with --watch: how often to read the table")

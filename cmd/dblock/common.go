@@ -28,11 +28,17 @@ type common struct {
 	// waitsThroughOutage lets connect return a pool whose server does not
 	// answer yet (run --wait: the wait rides out the outage).
 	waitsThroughOutage bool
+	// embeddedOK lets the command use the embedded SQLite file when no DSN
+	// is given (demo, ls); the others refuse, since its locks exclude
+	// nothing on another host.
+	embeddedOK bool
+	// noteEmbedded says on stderr when the embedded file is used (ls).
+	noteEmbedded bool
 }
 
 func addCommon(fs *flag.FlagSet) *common {
 	c := &common{ttl: dblock.DefaultTTL}
-	fs.StringVar(&c.dsn, "dsn", "", "database `DSN`: postgres://…, mysql://… or sqlite:PATH (default $DBLOCK_DSN)")
+	fs.StringVar(&c.dsn, "dsn", "", "database `DSN`: postgres://…, mysql://…, user:pass@tcp(host:port)/db or sqlite:PATH (default $DBLOCK_DSN)")
 	fs.StringVar(&c.table, "table", dblock.DefaultTable, "lock table `name`")
 	fs.BoolVar(&c.verbose, "v", false, "log debug messages to stderr")
 	fs.BoolVar(&c.portable, "portable", false, "plain SQL only, as on a distributed SQL engine (TiDB, CockroachDB and YugabyteDB are recognised without it)")
@@ -63,17 +69,6 @@ func addTTL(fs *flag.FlagSet, c *common) {
 	fs.DurationVar(&c.ttl, "ttl", dblock.DefaultTTL, "lease of the locks taken")
 }
 
-// connectExit is the exit status of a failure to reach or use the
-// database: 69 (EX_UNAVAILABLE) when the server cannot be reached, 78
-// (EX_CONFIG) when it answers but refuses: wrong password, unknown
-// database, missing privilege.
-func connectExit(err error) int {
-	if dberr.Conn(err) {
-		return exitUnavailable
-	}
-	return exitConfig
-}
-
 // connect parses the DSN, opens a pool and makes sure the server answers.
 func (c *common) connect(ctx context.Context, a *app) (*sql.DB, target, error) {
 	if err := c.check(); err != nil {
@@ -84,6 +79,9 @@ func (c *common) connect(ctx context.Context, a *app) (*sql.DB, target, error) {
 		dsn = os.Getenv("DBLOCK_DSN")
 	}
 	embedded := dsn == ""
+	if embedded && !c.embeddedOK {
+		return nil, target{}, exitf(exitConfig, "no database: pass --dsn DSN or set DBLOCK_DSN (postgres://…, mysql://…; sqlite:PATH for locks on this host only)")
+	}
 	if embedded {
 		path, err := embeddedPath()
 		if err != nil {
@@ -110,7 +108,16 @@ func (c *common) connect(ctx context.Context, a *app) (*sql.DB, target, error) {
 			return db, t, nil
 		}
 		db.Close()
-		return nil, t, exitErr(connectExit(err), fmt.Errorf("cannot reach the database at %s: %w", t.redacted, err))
+		if dberr.Auth(err) {
+			return nil, t, exitErr(exitConfig, fmt.Errorf("authentication failed at %s: check the user and password of --dsn or DBLOCK_DSN: %w", t.redacted, err))
+		}
+		if !dberr.Conn(err) { // it answered: unknown database, missing privilege, a file that cannot be opened
+			return nil, t, exitErr(exitConfig, fmt.Errorf("cannot use the database at %s: %w", t.redacted, err))
+		}
+		return nil, t, exitErr(exitUnavailable, fmt.Errorf("cannot reach the database at %s: %w", t.redacted, err))
+	}
+	if embedded && c.noteEmbedded {
+		fmt.Fprintf(a.stderr, "dblock: no --dsn or DBLOCK_DSN: reading the embedded database %s (this host only)\n", t.redacted)
 	}
 	if embedded { // our own file: keep its schema current
 		if err := dblock.Migrate(ctx, db, c.modeOpts(dblock.WithTable(c.table), dblock.WithDialect(dblock.SQLite))...); err != nil {

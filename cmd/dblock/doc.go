@@ -11,10 +11,14 @@
 //
 // The database comes from --dsn or $DBLOCK_DSN: postgres://… (or
 // postgresql://…), mysql://user:pass@host:port/db?params (translated to the
-// go-sql-driver form; user and password are URL-unescaped), or sqlite:PATH.
-// With neither, dblock uses an embedded SQLite file (pure Go, no server):
+// go-sql-driver form; user and password are URL-unescaped), go-sql-driver's
+// own user:pass@tcp(host:port)/db?params form, or sqlite:PATH. With
+// neither, demo and ls use an embedded SQLite file (pure Go, no server):
 // locks.db in the user's cache directory, migrated on first use; its locks
-// exclude the processes of one user on one host. Every command also takes --table (default
+// exclude the processes of one user on one host, and ls says on stderr that
+// it read it. run, leader, unlock, reap and migrate refuse (status 78)
+// rather than take locks that exclude nothing on another host; pass
+// --dsn sqlite:PATH to use an SQLite file on purpose. Every command also takes --table (default
 // lock_table), -v and --portable (plain SQL only, as dblock.WithPortable:
 // for a distributed SQL engine behind a proxy that hides its version; TiDB,
 // CockroachDB and YugabyteDB are recognised without it); run and demo take
@@ -59,7 +63,7 @@
 //	70    demo: a safety violation (overlapping holders, a token not growing)
 //	74    run: the lock was lost while CMD ran
 //	75    run: the lock was not acquired (--no-wait, or --wait expired, also through a database restart); --conflict-exit N changes it
-//	78    configuration: bad or unsupported DSN, wrong password, unknown database, missing privilege, or the lock table is missing (run dblock migrate)
+//	78    configuration: no DSN (run, leader, unlock, reap, migrate), bad or unsupported DSN, authentication failed, unknown database, missing privilege, or the lock table is missing (run dblock migrate)
 //	126   run: CMD could not be started
 //	127   run: CMD not found
 //	130, 143  run: SIGINT or SIGTERM while waiting for the lock

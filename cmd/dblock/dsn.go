@@ -36,17 +36,21 @@ type target struct {
 	lite     string // SQLite driver DSN
 }
 
-// parseDSN reads postgres://, postgresql://, mysql:// and sqlite: DSNs. A
-// mysql:// URL is translated to go-sql-driver's user:pass@tcp(host:port)/db?params
-// form, its user and password URL-unescaped. Errors never contain the
-// password.
+// parseDSN reads postgres://, postgresql://, mysql:// and sqlite: DSNs, and
+// go-sql-driver's own user:pass@tcp(host:port)/db?params form (or unix(PATH)),
+// to which a mysql:// URL is translated, its user and password
+// URL-unescaped. Errors never contain the password.
 func parseDSN(dsn string) (target, error) {
-	scheme, _, _ := strings.Cut(dsn, ":")
+	scheme, rest, _ := strings.Cut(dsn, ":")
 	scheme = strings.ToLower(scheme)
-	if scheme == "sqlite" {
+	urlScheme := scheme == "postgres" || scheme == "postgresql" || scheme == "mysql"
+	switch {
+	case scheme == "sqlite":
 		return sqliteTarget(dsn[len("sqlite:"):])
+	case mysqlNativeRE.MatchString(dsn) && !(urlScheme && strings.HasPrefix(rest, "//")):
+		return mysqlNativeTarget(dsn)
 	}
-	if scheme != "postgres" && scheme != "postgresql" && scheme != "mysql" {
+	if !urlScheme {
 		return target{}, fmt.Errorf("unsupported DSN %s: want postgres://, postgresql://, mysql:// or sqlite:PATH", redactRaw(dsn))
 	}
 	u, err := url.Parse(dsn)
@@ -91,6 +95,44 @@ func sqliteTarget(path string) (target, error) {
 		return t, fmt.Errorf("malformed DSN %s: the path may not contain ?, # or NUL", t.redacted)
 	}
 	t.lite = "file:" + path + "?" + sqliteParams
+	return t, nil
+}
+
+// mysqlNativeRE matches go-sql-driver's DSN form: [user[:password]@]
+// followed by a network and its address, as in tcp(127.0.0.1:3306)/db.
+var mysqlNativeRE = regexp.MustCompile(`(?:^|@)(?:tcp|tcp4|tcp6|unix)\(`)
+
+// mysqlNativeTarget reads go-sql-driver's own DSN form,
+// [user[:password]@]tcp(host:port)/db[?params], with mysql.ParseDSN.
+func mysqlNativeTarget(dsn string) (target, error) {
+	t := target{dialect: dblock.MySQL, redacted: redactRaw(dsn)}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		// The driver's rule: the password runs from the first : to the
+		// last @ before the last /.
+		if at := strings.LastIndex(dsn[:max(strings.LastIndex(dsn, "/"), 0)], "@"); at > 0 {
+			_, t.password, _ = strings.Cut(dsn[:at], ":")
+		}
+		return t, fmt.Errorf("malformed DSN %s: %s (want [user[:password]@]tcp(host:port)/database[?params])", t.redacted, reason(err))
+	}
+	if cfg.DBName == "" {
+		return t, fmt.Errorf("malformed DSN %s: want one database name after the address", t.redacted)
+	}
+	t.password = cfg.Passwd
+	shown := cfg.Clone()
+	if shown.Passwd != "" {
+		shown.Passwd = "xxxxx"
+	}
+	base, query, _ := strings.Cut(shown.FormatDSN(), "?")
+	t.redacted = base
+	if query != "" {
+		t.redacted += "?" + redactQuery(query)
+	}
+	cfg.Logger = &mysql.NopLogger{} // its logs go to stderr unredacted
+	if cfg.Timeout == 0 {
+		cfg.Timeout = mysqlDialTimeout
+	}
+	t.my = cfg
 	return t, nil
 }
 

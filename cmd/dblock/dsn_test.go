@@ -62,6 +62,19 @@ func TestParseDSN(t *testing.T) {
 			redacted: "postgres://app@h1:5432,h2:5433/locks",
 		},
 		{
+			// go-sql-driver's own form, as DBLOCK_MYSQL_DSN and README write it.
+			dsn:      "root:s3cret@tcp(127.0.0.1:3307)/test?parseTime=true",
+			dialect:  dblock.MySQL,
+			driver:   "root:s3cret@tcp(127.0.0.1:3307)/test?parseTime=true&timeout=10s",
+			redacted: "root:xxxxx@tcp(127.0.0.1:3307)/test?parseTime=true",
+		},
+		{
+			dsn:      "root@unix(/run/mysqld/mysqld.sock)/test",
+			dialect:  dblock.MySQL,
+			driver:   "root@unix(/run/mysqld/mysqld.sock)/test?timeout=10s",
+			redacted: "root@unix(/run/mysqld/mysqld.sock)/test",
+		},
+		{
 			dsn:      "mysql://root@[::1]:3306/test?timeout=2s",
 			dialect:  dblock.MySQL,
 			driver:   "root@tcp([::1]:3306)/test?timeout=2s",
@@ -98,7 +111,10 @@ func TestParseDSNErrors(t *testing.T) {
 		want string // in the error
 	}{
 		{"", "unsupported DSN (no scheme)"},
-		{"root@tcp(127.0.0.1:3306)/test", "unsupported DSN (no scheme)"},
+		{"root@127.0.0.1:3306/test", "unsupported DSN (no scheme)"},
+		{"root:s3cret@tcp(127.0.0.1:3306/test", "malformed DSN root:…: invalid DSN: network address not terminated"},
+		{"root:s3cret@tcp(127.0.0.1:3306)/", "want one database name"},
+		{"root:s3cret@tcp(127.0.0.1:3306)/test?timeout=forever", "malformed DSN root:…"},
 		{"oracle://u:s3cret@h/db", "unsupported DSN oracle://…"},
 		{"sqlite:", "want sqlite:PATH"},
 		{"sqlite:x.db?mode=memory", "the path may not contain ?"},

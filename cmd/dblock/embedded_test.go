@@ -8,14 +8,23 @@ import (
 	"testing"
 )
 
-// With no --dsn and no DBLOCK_DSN, dblock uses (and migrates) an SQLite file
-// in the user's cache directory: run, ls and demo work with no server.
+// With no --dsn and no DBLOCK_DSN, demo and ls use (and migrate) an SQLite
+// file in the user's cache directory, with no server; run takes locks in it
+// when asked for by its path.
 func TestEmbeddedDefault(t *testing.T) {
 	cache := t.TempDir()
 	env := []string{"XDG_CACHE_HOME=" + cache, "HOME=" + cache}
+	r := cliEnv(t, env, "demo", "--workers", "3", "--keys", "2", "--duration", "1s")
+	if r.code != 0 || !strings.Contains(r.stdout+r.stderr, "violations") {
+		t.Fatalf("demo: status %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	file := filepath.Join(cache, "dblock", "locks.db")
+	if _, err := os.Stat(file); err != nil {
+		t.Fatalf("embedded database not where documented: %v", err)
+	}
 	var last int64
 	for i := range 2 {
-		r := cliEnv(t, env, "run", "--key", "nightly", "--", "sh", "-c", "echo $DBLOCK_TOKEN")
+		r := cliEnv(t, env, "run", "--dsn", "sqlite:"+file, "--key", "nightly", "--", "sh", "-c", "echo $DBLOCK_TOKEN")
 		if r.code != 0 {
 			t.Fatalf("run #%d: status %d, stderr %q", i, r.code, r.stderr)
 		}
@@ -25,14 +34,7 @@ func TestEmbeddedDefault(t *testing.T) {
 		}
 		last = tok
 	}
-	if _, err := os.Stat(filepath.Join(cache, "dblock", "locks.db")); err != nil {
-		t.Fatalf("embedded database not where documented: %v", err)
-	}
 	if r := cliEnv(t, env, "ls"); r.code != 0 || !strings.HasPrefix(r.stdout, "KEY") {
 		t.Fatalf("ls: status %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
-	}
-	r := cliEnv(t, env, "demo", "--workers", "3", "--keys", "2", "--duration", "1s")
-	if r.code != 0 || !strings.Contains(r.stdout+r.stderr, "violations") {
-		t.Fatalf("demo: status %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }

@@ -23,7 +23,9 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"malformed port", nil, []string{"ls", "--dsn", "postgres://u:" + secret + "@host:port/db"}, exitConfig},
 		{"malformed host", nil, []string{"ls", "--dsn", "mysql://u:" + secret + "@[bad/db"}, exitConfig},
-		{"unknown scheme", nil, []string{"ls", "--dsn", "u:" + secret + "@tcp(127.0.0.1:3306)/test"}, exitConfig},
+		{"unknown scheme", nil, []string{"ls", "--dsn", "oracle://u:" + secret + "@127.0.0.1/test"}, exitConfig},
+		{"malformed mysql driver form", nil, []string{"ls", "--dsn", "u:" + secret + "@tcp(127.0.0.1:3306/test"}, exitConfig},
+		{"wrong password mysql driver form", nil, []string{"ls", "--dsn", "root:" + secret + "@tcp(127.0.0.1:3306)/test"}, exitConfig},
 		{"sqlite without a schema", nil, []string{"ls", "--dsn", "sqlite:" + filepath.Join(t.TempDir(), "fresh.db")}, exitConfig},
 		{"sqlite in a missing directory", nil, []string{"ls", "--dsn", "sqlite:" + filepath.Join(t.TempDir(), "no", "such", "dir.db")}, exitConfig},
 		{"unreachable postgres", nil, []string{"ls", "--dsn", "postgres://u:" + secret + "@127.0.0.1:1/test?sslmode=disable"}, exitUnavailable},

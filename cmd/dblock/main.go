@@ -42,9 +42,11 @@ Usage:
   dblock demo [flags]                         workers contend for keys; checks safety
 
 Every command takes:
-  --dsn DSN     postgres://user:pass@host:5432/db?sslmode=disable, mysql://user:pass@host:3306/db,
-                or sqlite:PATH; default $DBLOCK_DSN, else an embedded SQLite file
-                in the user's cache directory (one host)
+  --dsn DSN     postgres://user:pass@host:5432/db?sslmode=disable, mysql://user:pass@host:3306/db
+                (or the driver's user:pass@tcp(host:3306)/db), or sqlite:PATH;
+                default $DBLOCK_DSN. With neither, demo and ls use an embedded
+                SQLite file in the user's cache directory (one host); the
+                other commands refuse (status 78).
   --table NAME  lock table (default lock_table)
   -v            log debug messages to stderr
 run and demo also take --ttl D, the lease of the locks taken (default 30s).
@@ -59,8 +61,9 @@ Exit status:
   74    run: the lock was lost while CMD ran; CMD was sent SIGTERM, then SIGKILL
   75    run: the lock was not acquired (--no-wait or --wait expired, also
         through a database restart); see --conflict-exit
-  78    configuration: bad or unsupported DSN, wrong password, unknown database,
-        missing privilege, or the lock table is missing (run dblock migrate)
+  78    configuration: no DSN (run, leader, unlock, reap, migrate), bad or
+        unsupported DSN, authentication failed, unknown database, missing
+        privilege, or the lock table is missing (run dblock migrate)
   126   run: CMD could not be started
   127   run: CMD not found
   130, 143  run: interrupted by SIGINT or SIGTERM while waiting for the lock
