@@ -30,7 +30,7 @@ func cmdLeader(ctx context.Context, a *app, args []string) error {
 	c := addCommon(fs)
 	watch := fs.Bool("watch", false, "print every change of leader until interrupted")
 	asJSON := fs.Bool("json", false, "print JSON, one object per line")
-	if err := a.parseFlags(fs, "dblock leader [--watch] [--json] [--dsn DSN] [--table NAME] NAME", args); err != nil {
+	if err := a.parseFlags(fs, "dblock leader NAME [--watch] [--json] [--dsn DSN] [--table NAME]", args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {

@@ -33,6 +33,7 @@ type runFlags struct {
 
 func parseRun(a *app, args []string) (*common, runFlags, error) {
 	fs := newFlagSet("run")
+	fs.SetInterspersed(false) // CMD's own flags are CMD's
 	c := addCommon(fs)
 	addTTL(fs, c)
 	var r runFlags

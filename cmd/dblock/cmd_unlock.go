@@ -16,14 +16,7 @@ func cmdUnlock(ctx context.Context, a *app, args []string) error {
 	if err := a.parseFlags(fs, synopsis, args); err != nil {
 		return err
 	}
-	// Allow flags after KEY too: dblock unlock KEY --force.
-	var rest []string
-	for fs.NArg() > 0 {
-		rest = append(rest, fs.Arg(0))
-		if err := a.parseFlags(fs, synopsis, fs.Args()[1:]); err != nil {
-			return err
-		}
-	}
+	rest := fs.Args()
 	if len(rest) != 1 {
 		return exitf(exitUsage, "want exactly one KEY, got %d arguments", len(rest))
 	}

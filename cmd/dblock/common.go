@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -36,11 +35,11 @@ type common struct {
 	noteEmbedded bool
 }
 
-func addCommon(fs *flag.FlagSet) *common {
+func addCommon(fs *cmdFlags) *common {
 	c := &common{ttl: dblock.DefaultTTL}
 	fs.StringVar(&c.dsn, "dsn", "", "database `DSN`: postgres://…, mysql://…, user:pass@tcp(host:port)/db or sqlite:PATH (default $DBLOCK_DSN)")
 	fs.StringVar(&c.table, "table", dblock.DefaultTable, "lock table `name`")
-	fs.BoolVar(&c.verbose, "v", false, "log debug messages to stderr")
+	fs.BoolVarP(&c.verbose, "verbose", "v", false, "log debug messages to stderr")
 	fs.BoolVar(&c.portable, "portable", false, "plain SQL only, as on a distributed SQL engine (TiDB, CockroachDB and YugabyteDB are recognised without it)")
 	return c
 }
@@ -65,7 +64,7 @@ func (c *common) check() error {
 }
 
 // addTTL adds --ttl, for the commands that take locks.
-func addTTL(fs *flag.FlagSet, c *common) {
+func addTTL(fs *cmdFlags, c *common) {
 	fs.DurationVar(&c.ttl, "ttl", dblock.DefaultTTL, "lease of the locks taken")
 }
 

@@ -4,10 +4,16 @@
 //	dblock migrate                               create or upgrade the lock table
 //	dblock run --key K [flags] -- CMD [ARGS...]  run CMD while holding K
 //	dblock ls [--json]                           list held locks
-//	dblock leader [--watch] [--json] NAME        print an election's leader
+//	dblock leader NAME [--watch] [--json]        print an election's leader
 //	dblock reap [--schedule SPEC]                delete expired and released rows
 //	dblock unlock --force KEY                    break a lock by hand
 //	dblock demo [--workers N] [--keys K] [--duration D]
+//	dblock help [CMD], dblock --version
+//
+// Flags are GNU-style (--name VALUE, --name=VALUE, -v) and may come before
+// or after the arguments, except in run, where the first argument (or --)
+// ends dblock's flags: whatever follows is CMD's own. The single-dash long
+// flags of earlier versions (-key K) are still read.
 //
 // The database comes from --dsn or $DBLOCK_DSN: postgres://… (or
 // postgresql://…), mysql://user:pass@host:port/db?params (translated to the
@@ -19,7 +25,7 @@
 // it read it. run, leader, unlock, reap and migrate refuse (status 78)
 // rather than take locks that exclude nothing on another host; pass
 // --dsn sqlite:PATH to use an SQLite file on purpose. Every command also takes --table (default
-// lock_table), -v and --portable (plain SQL only, as dblock.WithPortable:
+// lock_table), -v (--verbose) and --portable (plain SQL only, as dblock.WithPortable:
 // for a distributed SQL engine behind a proxy that hides its version; TiDB,
 // CockroachDB and YugabyteDB are recognised without it); run and demo take
 // --ttl (default 30s). Passwords are

@@ -3,17 +3,18 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 
 	"github.com/dblockhq/dblock"
 	"github.com/dblockhq/dblock/internal/dberr"
 	"github.com/go-sql-driver/mysql"
+	flag "github.com/spf13/pflag"
 )
 
 // Exit codes; see doc.go and usage.
@@ -36,21 +37,23 @@ Usage:
   dblock migrate [flags]                      create or upgrade the lock table
   dblock run --key K [flags] -- CMD [ARGS...] run CMD while holding K
   dblock ls [--json] [flags]                  list held locks
-  dblock leader [--watch] [--json] NAME       print an election's leader (--watch: every change)
+  dblock leader NAME [--watch] [--json]       print an election's leader (--watch: every change)
   dblock reap [--schedule SPEC] [flags]       delete expired and released rows
   dblock unlock --force [flags] KEY           break a lock by hand (logged)
   dblock demo [flags]                         workers contend for keys; checks safety
+  dblock help [CMD] | dblock --version
 
 Every command takes:
-  --dsn DSN     postgres://user:pass@host:5432/db?sslmode=disable, mysql://user:pass@host:3306/db
-                (or the driver's user:pass@tcp(host:3306)/db), or sqlite:PATH;
-                default $DBLOCK_DSN. With neither, demo and ls use an embedded
-                SQLite file in the user's cache directory (one host); the
-                other commands refuse (status 78).
-  --table NAME  lock table (default lock_table)
-  -v            log debug messages to stderr
+  --dsn DSN      postgres://user:pass@host:5432/db?sslmode=disable, mysql://user:pass@host:3306/db
+                 (or the driver's user:pass@tcp(host:3306)/db), or sqlite:PATH;
+                 default $DBLOCK_DSN. With neither, demo and ls use an embedded
+                 SQLite file in the user's cache directory (one host); the
+                 other commands refuse (status 78).
+  --table NAME   lock table (default lock_table)
+  -v, --verbose  log debug messages to stderr
 run and demo also take --ttl D, the lease of the locks taken (default 30s).
-Run "dblock CMD -h" for a command's own flags.
+Flags may come before or after arguments, except in run, where whatever
+follows CMD (or --) is CMD's own. Run "dblock help CMD" for CMD's flags.
 
 Exit status:
   0     success; for run, CMD's own status (128+N if CMD died of signal N)
@@ -106,7 +109,14 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	}
 	switch name {
 	case "help", "-h", "-help", "--help":
+		if len(args) == 2 && commands[args[1]] != nil { // help CMD: CMD's flags
+			name, args = args[1], []string{args[1], "--help"}
+			break
+		}
 		fmt.Fprint(a.stdout, usage)
+		return exitOK
+	case "version", "--version":
+		fmt.Fprintln(a.stdout, "dblock "+version())
 		return exitOK
 	}
 	cmd, ok := commands[name]
@@ -187,21 +197,33 @@ func (a *app) describe(err error) (int, string) {
 // oneLine folds s onto one line.
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// newFlagSet returns a FlagSet that reports errors as values, not output.
-func newFlagSet(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet("dblock "+name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	return fs
+// cmdFlags is a command's flags: GNU-style (--name, -v), taken before and
+// after the arguments unless SetInterspersed(false) makes the first
+// argument end them (run: what follows CMD is CMD's).
+type cmdFlags struct {
+	*flag.FlagSet
+	stopAtArg bool
 }
 
-// parseFlags parses args; -h prints the command's help to stdout.
-func (a *app) parseFlags(fs *flag.FlagSet, synopsis string, args []string) error {
-	err := fs.Parse(args)
+// newFlagSet returns flags that report errors as values, not output.
+func newFlagSet(name string) *cmdFlags {
+	fs := flag.NewFlagSet("dblock "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.SortFlags = true
+	return &cmdFlags{FlagSet: fs}
+}
+
+// SetInterspersed sets whether flags may follow arguments.
+func (fs *cmdFlags) SetInterspersed(on bool) {
+	fs.stopAtArg = !on
+	fs.FlagSet.SetInterspersed(on)
+}
+
+// parseFlags parses args; -h or --help prints the command's help to stdout.
+func (a *app) parseFlags(fs *cmdFlags, synopsis string, args []string) error {
+	err := fs.Parse(fs.longDashes(args))
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintf(a.stdout, "Usage: %s\n\nFlags:\n", synopsis)
-		fs.SetOutput(a.stdout)
-		fs.PrintDefaults()
-		fmt.Fprint(a.stdout, "\nRun \"dblock help\" for the exit statuses.\n")
+		fmt.Fprintf(a.stdout, "Usage: %s\n\nFlags:\n%s\nRun \"dblock help\" for the exit statuses.\n", synopsis, fs.FlagUsages())
 		return exitErr(exitOK, nil)
 	}
 	if err != nil {
@@ -210,11 +232,52 @@ func (a *app) parseFlags(fs *flag.FlagSet, synopsis string, args []string) error
 	return nil
 }
 
+// longDashes returns args with the single-dash long flags that the
+// standard flag package took (-key K, -no-wait, -table=T) spelled with two
+// dashes, so that command lines written for it keep working. It leaves
+// flag values alone, and stops at "--" and, when the first argument ends
+// the flags, there.
+func (fs *cmdFlags) longDashes(args []string) []string {
+	out := slices.Clone(args)
+	for i := 0; i < len(out); i++ {
+		arg := out[i]
+		if arg == "--" {
+			break
+		}
+		if len(arg) < 2 || arg[0] != '-' {
+			if fs.stopAtArg {
+				break
+			}
+			continue
+		}
+		name, _, hasValue := strings.Cut(strings.TrimPrefix(arg[1:], "-"), "=")
+		var f *flag.Flag
+		switch {
+		case strings.HasPrefix(arg, "--"):
+			f = fs.Lookup(name)
+		case len(name) == 1:
+			f = fs.ShorthandLookup(name)
+		default:
+			if f = fs.Lookup(name); f != nil {
+				out[i] = "-" + arg
+			}
+		}
+		if f != nil && f.NoOptDefVal == "" && !hasValue {
+			i++ // the next argument is its value
+		}
+	}
+	return out
+}
+
 // flagSet reports whether name was given on the command line.
-func flagSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
+func flagSet(fs *cmdFlags, name string) bool { return fs.Changed(name) }
+
+// version returns the module version dblock was built from, or "(devel)".
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
 }
 
 // scrubber replaces secrets in everything written through it: a last
