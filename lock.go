@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dblockhq/dblock/internal/dialect"
@@ -34,6 +35,10 @@ type Lock struct {
 
 	ctx    context.Context // done when the lock ends; Cause says why
 	cancel context.CancelCauseFunc
+	// ended is why the lock ended, set first when it ends (end, lose), so
+	// that Err reports the end while the rest of it (the held set, an
+	// Observer's Lost, Done) is still under way.
+	ended atomic.Pointer[error]
 
 	// Heartbeat state, guarded by l.mu.
 	interval time.Duration // renewal period
@@ -113,7 +118,7 @@ func (k *Lock) TTL() time.Duration {
 // Done returns a channel closed when the lock ends for any reason: Unlock,
 // Locker.Close, or loss. Err then says why. A lease that runs out closes Done
 // when the Locker's heartbeat goroutine notices, which a loaded machine may
-// delay; Err does not wait for it.
+// delay, and once an Observer's Lost has returned; Err waits for neither.
 func (k *Lock) Done() <-chan struct{} {
 	if k == nil || k.ctx == nil {
 		return closedChan // not a Lock from a Locker: never held
@@ -133,31 +138,49 @@ var closedChan = func() chan struct{} {
 
 // Err returns nil while the lock is held. Otherwise it returns an error
 // wrapping ErrReleased after Unlock, or ErrLockLost wrapping the cause
-// (ErrLeaseExpired, ErrTakenOver) when the lock was lost; Done is then
-// closed. Err reads the lease's local end itself: once that has passed
-// without a renewal, it ends the lock and reports ErrLeaseExpired at once,
-// even if the heartbeat goroutine has not woken yet. Check Err before each
-// write to what the lock guards.
+// (ErrLeaseExpired, ErrTakenOver) when the lock was lost; Done then closes
+// too, once the Locker has recorded the end (after an Observer's Lost).
+// Err reads the lease's local end itself: once that has passed without a
+// renewal, it reports ErrLeaseExpired at once, even if the heartbeat
+// goroutine has not woken yet or is still recording the loss. Check Err
+// before each write to what the lock guards.
 func (k *Lock) Err() error {
 	if k == nil || k.l == nil || k.ctx == nil {
 		return errNoLock
 	}
-	if err := context.Cause(k.ctx); err != nil {
-		return err
+	if err := k.ended.Load(); err != nil {
+		return *err
 	}
 	if k.l.overdue(k) {
 		k.lose(ErrLeaseExpired)
 	}
-	return context.Cause(k.ctx)
+	if err := k.ended.Load(); err != nil {
+		return *err
+	}
+	return nil
 }
 
-// overdue reports whether lk is held and its local deadline has passed.
+// overdue reports whether lk's local deadline has passed. Renewals move it
+// only while lk is held; once lk has ended, ended answers first.
 func (l *Locker) overdue(lk *Lock) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	_, held := l.held[lk]
-	return held && !time.Now().Before(lk.deadline)
+	return !time.Now().Before(lk.deadline)
 }
+
+// setEnded records why k ended, before anything else of its end is done.
+// The cause of a release is shared rather than copied for each.
+func (k *Lock) setEnded(cause error) {
+	if cause == ErrReleased {
+		k.ended.Store(&errReleased)
+		return
+	}
+	c := cause
+	k.ended.Store(&c)
+}
+
+// errReleased is ErrReleased, for the ended of every released lock.
+var errReleased = ErrReleased
 
 // Unlock releases one level of the lock: the key is free again once every
 // re-entry under the same Owner has been unlocked. It returns an error
@@ -214,6 +237,7 @@ func (k *Lock) end(cause error) bool {
 	first := false
 	k.once.Do(func() {
 		first = true
+		k.setEnded(cause) // first: Err reports the end from here on
 		k.l.unregister(k)
 		k.l.lost(k, cause) // before Done closes: who sees Done sees the count
 		k.cancel(cause)
@@ -357,8 +381,9 @@ func (k *Lock) batchable() bool {
 // lose ends the lock because it can no longer be proven ours.
 func (k *Lock) lose(cause error) {
 	k.once.Do(func() {
-		k.l.unregister(k)
 		err := fmt.Errorf("%w: %q (token %d): %w", ErrLockLost, k.key, k.token, cause)
+		k.setEnded(err) // first, as in end
+		k.l.unregister(k)
 		k.l.lost(k, err) // before Done closes, as in end
 		k.cancel(err)
 		k.l.waits.wakeHead(k.key) // it may be free: a waiter of ours may try
