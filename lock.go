@@ -221,13 +221,16 @@ func (k *Lock) releaseOnce(ctx context.Context, cause error) error {
 		l.unpin(k.key, false)
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, k.key, k.Err())
 	}
+	uncertain := false
 	if cause == ErrReleased {
-		if done, err := k.handOff(ctx); done {
+		done, unsure, err := k.handOff(ctx)
+		if done {
 			l.unpin(k.key, false)
 			return err
 		}
+		uncertain = unsure
 	}
-	wake, err := k.releaseRow(l.bounds.within(ctx))
+	wake, err := k.releaseRow(l.bounds.within(ctx), uncertain)
 	l.unpin(k.key, wake)
 	return err
 }
@@ -246,12 +249,14 @@ func (k *Lock) end(cause error) bool {
 }
 
 // releaseRow takes one level off the lock's row within ctx, a bound of the
-// release's own (releaseBounds.within, or Close's deadline). wake says
+// release's own (releaseBounds.within, or Close's deadline); uncertain says
+// that a handover whose connection failed came first, and may have ended
+// the acquisition. wake says
 // whether our first waiter for the key should now be woken: not when the
 // release notified (the event wakes waiters here and elsewhere alike, so
 // neither has a head start) nor while Lockers contend for the key without
 // events (every waiter polls).
-func (k *Lock) releaseRow(ctx context.Context) (wake bool, err error) {
+func (k *Lock) releaseRow(ctx context.Context, uncertain bool) (wake bool, err error) {
 	// Notify only when another Locker waits; otherwise spare the commit a
 	// NOTIFY (PostgreSQL serialises notifying commits).
 	n := k.l.d.Notifier()
@@ -273,7 +278,7 @@ func (k *Lock) releaseRow(ctx context.Context) (wake bool, err error) {
 	byTicket := pass && p.ByTicket()
 	var granted dialect.Grant
 	var sent time.Time
-	ok, uncertain, err := k.l.retryRelease(ctx, func() (bool, error) {
+	ok, unsure, err := k.l.retryRelease(ctx, func() (bool, error) {
 		if pass {
 			if !byTicket || next <= 0 {
 				// The ticket goes first: the release reads the oldest
@@ -296,12 +301,13 @@ func (k *Lock) releaseRow(ctx context.Context) (wake bool, err error) {
 	if err != nil {
 		return true, fmt.Errorf("%w (the row stays held until its lease of %v ends)", k.l.wrapErr("release", k.key, err), k.ttl)
 	}
+	uncertain = uncertain && !ok || unsure
 	// FIFO waiters of ours always hear at once: the next in line may be
 	// ours, and our own NOTIFY reaches our listener only after a round trip.
 	wake = k.l.cfg.fifo || !notify && !k.l.fairPolling(k.key)
 	switch {
 	case !ok && uncertain:
-		return wake, fmt.Errorf("%w: %q (token %d): released by an attempt whose connection failed, or lost meanwhile", ErrNotHeld, k.key, k.token)
+		return wake, fmt.Errorf("%w: %q (token %d): released or handed over by an attempt whose connection failed, or lost meanwhile", ErrNotHeld, k.key, k.token)
 	case !ok:
 		return wake, fmt.Errorf("%w: %q (token %d): lease expired or taken over", ErrNotHeld, k.key, k.token)
 	}
