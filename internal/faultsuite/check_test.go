@@ -83,6 +83,12 @@ func (r *run) check() {
 	if res != porcupine.Ok {
 		t.Errorf("the history of %d operations is not shown linearizable: %v\n%s", n, res, r.hist.explain())
 	}
+	stale := r.hist.errAfterTakeover()
+	t.Logf("%s: %d holds saw Err return nil (last before their writes or end); %d of them after a larger token of their key was acquired",
+		r.d, len(r.hist.lastNil), len(stale))
+	for _, s := range stale {
+		t.Error(s)
+	}
 
 	slices.Sort(r.takeovers)
 	var p50, worst time.Duration

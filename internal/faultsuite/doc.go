@@ -19,7 +19,9 @@
 // written: its whole interval then lay within the lease. The suite fails if
 // two live holds of a key overlap in database time, if a fenced write was
 // refused while its holder still held the lock (another holder got in), if
-// live holds' tokens do not rise in the order they started, or if the key
+// live holds' tokens do not rise in the order they started, if a holder
+// saw Err return nil after an acquisition of its key with a larger token
+// had returned (whether or not its writes were then refused), or if the key
 // of a killed holder is not taken again (a new token in the lock row, or,
 // for a permit or a reader's slot, the row free or reaped) within 30
 // seconds: a lock that does not expire. How long takeovers took is a
