@@ -95,11 +95,11 @@ func (r *run) check() {
 	if n := len(r.takeovers); n > 0 {
 		p50, worst = r.takeovers[n/2], r.takeovers[n-1]
 	}
-	t.Logf("%s: %d acquisitions in %v (%d processes x %d holders, %d keys); faults: sigkill=%d cut=%d stall=%d terminate=%d (%d sessions ended); "+
+	t.Logf("%s: %d acquisitions in %v (%d processes x %d holders, %d keys); faults: sigkill=%d cut=%d stall=%d terminate=%d (%d sessions ended) pause=%d; "+
 		"holds: live=%d lost=%d failed-writes=%d; overlaps=%d reader-writer-overlaps=%d stale-tokens-rejected=%d rejected-while-held=%d token-order=%d; "+
 		"takeovers after sigkill=%d p50=%v max=%v (beyond %v: %d); rows reaped=%d",
 		r.d, r.counts["acq"], time.Since(r.start).Round(time.Millisecond), r.sz.procs, r.sz.holders, len(r.spec.Keys),
-		r.faults["sigkill"], r.faults["cut"], r.faults["stall"], r.faults["terminate"], r.terminated,
+		r.faults["sigkill"], r.faults["cut"], r.faults["stall"], r.faults["terminate"], r.terminated, r.faults["pause"],
 		r.counts["ok"], r.counts["lost"], r.counts["fail"], overlaps, mixed, r.counts["rej"], r.counts["rejlive"], disorder,
 		len(r.takeovers), p50.Round(time.Millisecond), worst.Round(time.Millisecond), takeoverBound, r.slow, r.counts["reaped"])
 	if r.counts["reaped"] == 0 {

@@ -12,8 +12,9 @@
 // and the end of its hold in database time (refused unless its token is
 // still the guard's). Meanwhile the parent injects faults at random: SIGKILL
 // of a worker holding a key (restarted with new identities), connections
-// cut or stalled through each worker's fault proxy, and
-// pg_terminate_backend / KILL of a worker's sessions.
+// cut or stalled through each worker's fault proxy, pg_terminate_backend /
+// KILL of a worker's sessions, and SIGSTOP of a worker for one to three
+// leases (then SIGCONT).
 //
 // A hold is live when the lock's Err was still nil after its end was
 // written: its whole interval then lay within the lease. The suite fails if
