@@ -98,7 +98,7 @@ func (k *Lock) handOff(ctx context.Context) (done, uncertain bool, err error) {
 	switch {
 	case err != nil:
 		l.waits.finish(w, nil, fresh)
-		return true, false, fmt.Errorf("%w (the row stays held until its lease ends, within %v)",
+		return true, false, fmt.Errorf("%w (the row stays held until its lease of %v ends)",
 			l.wrapErr("release", k.key, err), max(k.ttl, w.lc.ttl))
 	case !ok:
 		// Lost, or re-entered under our memo by another Locker: the

@@ -1,6 +1,8 @@
 package dblock_test
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,18 +18,17 @@ import (
 // under a larger token. When the dropped statement had landed (here it is
 // run first on another connection), the retry finds the row gone from the
 // holder; the waiter gets the key only because the row shows its own memo,
-// under the token the landed statement gave. The handover used to return
-// the driver's error and leave the key blocked for a whole lease.
+// under the token the landed statement gave. When the row was lost
+// meanwhile instead (broken by ForceUnlock), the outcome is unknown:
+// Unlock reports ErrNotHeld, never success, and the waiter takes the free
+// key itself. The handover used to return the driver's error and leave the
+// key blocked for a whole lease.
 func TestHandoverRidesOutDroppedConnection(t *testing.T) {
 	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
-		for _, landed := range []bool{false, true} {
-			name := "not sent"
-			if landed {
-				name = "landed"
-			}
-			t.Run(name, func(t *testing.T) {
+		for _, before := range []string{"not sent", "landed", "lost meanwhile"} {
+			t.Run(before, func(t *testing.T) {
 				ctx := ctxT(t, time.Minute)
-				_, direct, table := dbtest.Locker(t, d)
+				admin, direct, table := dbtest.Locker(t, d)
 				pdb, p := proxied(t, d)
 				// A lease longer than the test: a key left blocked for
 				// it fails the test by its deadline.
@@ -36,9 +37,14 @@ func TestHandoverRidesOutDroppedConnection(t *testing.T) {
 				dblock.BeforeHandoff(l, func(query string, args []any) {
 					switch attempts++; attempts {
 					case 1:
-						if landed {
+						switch before {
+						case "landed":
 							if _, err := direct.ExecContext(ctx, query, args...); err != nil {
 								t.Errorf("landing the handover first: %v", err)
+							}
+						case "lost meanwhile":
+							if _, err := admin.ForceUnlock(ctx, "hand"); err != nil {
+								t.Errorf("breaking the lock first: %v", err)
 							}
 						}
 						p.SetMode(faultproxy.Down)
@@ -57,7 +63,13 @@ func TestHandoverRidesOutDroppedConnection(t *testing.T) {
 					got <- result{lk, err}
 				}()
 				waitUntil(t, "the waiter to queue", func() bool { return dblock.QueueLen(l, "hand") == 1 })
-				if err := holder.Unlock(ctx); err != nil {
+				err := holder.Unlock(ctx)
+				switch {
+				case before == "lost meanwhile" && !errors.Is(err, dblock.ErrNotHeld):
+					t.Fatalf("Unlock of a lock lost while its handover's connection dropped: %v, want ErrNotHeld", err)
+				case before == "lost meanwhile" && !strings.Contains(err.Error(), "connection failed"):
+					t.Fatalf("Unlock = %v; it should say that a failed connection leaves the outcome unknown", err)
+				case before != "lost meanwhile" && err != nil:
 					t.Fatalf("Unlock handing over through a dropped connection: %v", err)
 				}
 				if attempts < 2 {
