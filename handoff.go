@@ -83,7 +83,7 @@ func (k *Lock) handOff(ctx context.Context) (done, uncertain bool, err error) {
 		token, ok, err = l.d.Handoff(ctx, l.q, k.key, k.owner, k.token, w.lc.owner, w.lc.ttl, w.lc.value())
 		return ok, err
 	})
-	if uncertain && !w.lc.explicitOwner {
+	if err == nil && uncertain && !w.lc.explicitOwner {
 		// A statement whose connection failed may have handed the key
 		// over; only such a statement gives the row the waiter's memo.
 		token, ok = k.handedTo(ctx, w.lc.owner)

@@ -157,7 +157,7 @@ func (l *Locker) renewDue(due []*Lock, shortest time.Duration) (outage bool, las
 			// the pace of the database. It is not measured.
 			if l.ctx.Err() == nil {
 				l.log.Info("dblock: renewals succeed again after failures",
-					"failed_statements", l.hb.failed, "for", time.Since(l.hb.failedSince).Round(time.Millisecond))
+					"failed_statements", l.hb.failed, "failing_for", time.Since(l.hb.failedSince).Round(time.Millisecond))
 			}
 			l.hb.failed = 0
 			outage = true
