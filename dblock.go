@@ -204,7 +204,7 @@ func (l *Locker) releaseAll(held []*Lock) error {
 				if !held[i].end(cause) {
 					continue // ended meanwhile (Unlock, loss)
 				}
-				if _, err := held[i].releaseRow(ctx); err != nil && !errors.Is(err, ErrNotHeld) {
+				if _, err := held[i].releaseRow(ctx, false); err != nil && !errors.Is(err, ErrNotHeld) {
 					errs[i] = err
 				}
 			}

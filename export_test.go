@@ -317,3 +317,37 @@ func FineClock(l *Locker) (made, stopped bool) {
 	defer c.mu.Unlock()
 	return true, c.closed
 }
+
+// BeforeHandoff makes l run hook before each handover statement it sends,
+// with the statement's text and arguments (what the statement would do can
+// so be done first, on another connection). Test hook.
+func BeforeHandoff(l *Locker, hook func(query string, args []any)) {
+	l.q = &handoffHook{Querier: l.q, kinds: l.d.Kinds(), hook: hook}
+}
+
+type handoffHook struct {
+	dialect.Querier
+	kinds map[string]string
+	hook  func(query string, args []any)
+}
+
+func (h *handoffHook) before(q string, args []any) {
+	if h.kinds[q] == "handoff" {
+		h.hook(q, args)
+	}
+}
+
+func (h *handoffHook) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	h.before(q, args)
+	return h.Querier.ExecContext(ctx, q, args...)
+}
+
+func (h *handoffHook) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	h.before(q, args)
+	return h.Querier.QueryContext(ctx, q, args...)
+}
+
+func (h *handoffHook) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	h.before(q, args)
+	return h.Querier.QueryRowContext(ctx, q, args...)
+}

@@ -2,10 +2,13 @@ package dblock
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/dblockhq/dblock/internal/dialect"
 )
 
 // contention is what a Locker knows of other Lockers' interest in keys,
@@ -53,41 +56,55 @@ const (
 // handOff passes k's key to this Locker's first waiter for it, if there is
 // one and fairness allows, in place of a release. It reports whether it did
 // the release's work (err is then the release's error); false means release
-// as usual.
-func (k *Lock) handOff(ctx context.Context) (bool, error) {
+// as usual, and uncertain then that a handover statement whose connection
+// failed may have ended the acquisition (the release cannot tell that from
+// a loss). A handover is retried as a release is (retryRelease), and the
+// waiter gets the key only from a handover known to have committed.
+func (k *Lock) handOff(ctx context.Context) (done, uncertain bool, err error) {
 	l := k.l
 	if l.cfg.fifo {
-		return false, nil // the local waiter may not be next (WithFIFO)
+		return false, false, nil // the local waiter may not be next (WithFIFO)
 	}
 	if !l.waits.waiting(k.key) || l.heldCount(k.key) > 1 || l.isClosed() {
-		return false, nil // nobody to hand to, or a re-entry still holds it
+		return false, false, nil // nobody to hand to, or a re-entry still holds it
 	}
 	if lim, blind := l.localRun(k.key); !mayHandOn(k.turns, lim, k.runStart, time.Now()) {
 		l.yield(k.key, k.token, blind)
-		return false, nil
+		return false, false, nil
 	}
 	w := l.waits.reserveHead(k.key)
 	if w == nil {
-		return false, nil // the head is trying on its own
+		return false, false, nil // the head is trying on its own
 	}
 	start := time.Now()
 	ctx = l.bounds.within(ctx)
-	token, ok, err := l.d.Handoff(ctx, l.q, k.key, k.owner, k.token, w.lc.owner, w.lc.ttl, w.lc.value())
+	var token int64
+	ok, uncertain, err := l.retryRelease(ctx, func() (ok bool, err error) {
+		token, ok, err = l.d.Handoff(ctx, l.q, k.key, k.owner, k.token, w.lc.owner, w.lc.ttl, w.lc.value())
+		return ok, err
+	})
+	if err == nil && uncertain && !w.lc.explicitOwner {
+		// A statement whose connection failed may have handed the key
+		// over; only such a statement gives the row the waiter's memo.
+		token, ok = k.handedTo(ctx, w.lc.owner)
+		uncertain = !ok
+	}
+	// After a failure, the statement may have run: the waiter's own try
+	// must not re-enter the row under the memo it may have been given.
+	fresh := ""
+	if (err != nil || uncertain) && !w.lc.explicitOwner {
+		fresh = newOwner()
+	}
 	switch {
 	case err != nil:
-		// The statement may have run: the waiter's own try must not
-		// re-enter the row under the memo it may have been given.
-		fresh := ""
-		if !w.lc.explicitOwner {
-			fresh = newOwner()
-		}
 		l.waits.finish(w, nil, fresh)
-		return true, l.wrapErr("release", k.key, err)
+		return true, false, fmt.Errorf("%w (the row stays held until its lease of %v ends)",
+			l.wrapErr("release", k.key, err), max(k.ttl, w.lc.ttl))
 	case !ok:
 		// Lost, or re-entered under our memo by another Locker: the
 		// release says which.
-		l.waits.finish(w, nil, "")
-		return false, nil
+		l.waits.finish(w, nil, fresh)
+		return false, uncertain, nil
 	}
 	lk := l.newLock(k.key, w.lc, token, start)
 	lk.turns = k.turns + 1
@@ -98,14 +115,29 @@ func (k *Lock) handOff(ctx context.Context) (bool, error) {
 	if !l.register(lk) { // closed meanwhile
 		l.waits.finish(w, nil, "")
 		lk.end(ErrClosed)
-		_, err := lk.releaseRow(ctx)
-		return true, err
+		_, err := lk.releaseRow(ctx, false)
+		return true, false, err
 	}
 	l.waits.finish(w, lk, "")
 	if l.debugging() {
 		l.log.Debug("dblock: handed over", "key", k.key, "token", token, "from", k.token)
 	}
-	return true, nil
+	return true, false, nil
+}
+
+// handedTo reads, after a handover whose outcome is unknown, whether k's
+// key is held at depth 1 under memo, a waiter's own (never an Owner's),
+// and under which token: then a handover committed.
+func (k *Lock) handedTo(ctx context.Context, memo string) (token int64, ok bool) {
+	var info dialect.Info
+	held, _, err := k.l.retryRelease(ctx, func() (held bool, err error) {
+		info, held, err = k.l.d.Get(ctx, k.l.q, k.key)
+		return held, err
+	})
+	if err != nil || !held || info.Owner != memo || info.Depth != 1 {
+		return 0, false
+	}
+	return info.Token, true
 }
 
 // runLimit bounds a run of local handovers: at most turns of them, and

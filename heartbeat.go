@@ -17,6 +17,10 @@ type beatState struct {
 	wakeAt time.Time     // when the loop next wakes (zero: not yet known); under Locker.mu
 	kicks  atomic.Int64  // kicks the loop received
 	pace   renewPace     // renewal speed; the loop only
+	// failed counts the renewal statements that failed in a row, the
+	// first at failedSince; the loop only.
+	failed      int
+	failedSince time.Time
 	// hookBeat and hookRenew, when set (by tests), run before each beat
 	// and before each renewal statement.
 	hookBeat, hookRenew atomic.Pointer[func()]
@@ -221,8 +225,10 @@ func (l *Locker) beat(lastErr error) error {
 	}
 	stop := l.watchDeadlines()
 	defer stop()
-	err := l.renewDue(due, shortest)
-	l.warnIfBehind(needed)
+	outage, err := l.renewDue(due, shortest)
+	if !outage {
+		l.warnIfBehind(needed)
+	}
 	return err
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dblockhq/dblock/internal/dialect"
@@ -34,6 +35,10 @@ type Lock struct {
 
 	ctx    context.Context // done when the lock ends; Cause says why
 	cancel context.CancelCauseFunc
+	// ended is why the lock ended, set first when it ends (end, lose), so
+	// that Err reports the end while the rest of it (the held set, an
+	// Observer's Lost, Done) is still under way.
+	ended atomic.Pointer[error]
 
 	// Heartbeat state, guarded by l.mu.
 	interval time.Duration // renewal period
@@ -113,7 +118,7 @@ func (k *Lock) TTL() time.Duration {
 // Done returns a channel closed when the lock ends for any reason: Unlock,
 // Locker.Close, or loss. Err then says why. A lease that runs out closes Done
 // when the Locker's heartbeat goroutine notices, which a loaded machine may
-// delay; Err does not wait for it.
+// delay, and once an Observer's Lost has returned; Err waits for neither.
 func (k *Lock) Done() <-chan struct{} {
 	if k == nil || k.ctx == nil {
 		return closedChan // not a Lock from a Locker: never held
@@ -133,31 +138,49 @@ var closedChan = func() chan struct{} {
 
 // Err returns nil while the lock is held. Otherwise it returns an error
 // wrapping ErrReleased after Unlock, or ErrLockLost wrapping the cause
-// (ErrLeaseExpired, ErrTakenOver) when the lock was lost; Done is then
-// closed. Err reads the lease's local end itself: once that has passed
-// without a renewal, it ends the lock and reports ErrLeaseExpired at once,
-// even if the heartbeat goroutine has not woken yet. Check Err before each
-// write to what the lock guards.
+// (ErrLeaseExpired, ErrTakenOver) when the lock was lost; Done then closes
+// too, once the Locker has recorded the end (after an Observer's Lost).
+// Err reads the lease's local end itself: once that has passed without a
+// renewal, it reports ErrLeaseExpired at once, even if the heartbeat
+// goroutine has not woken yet or is still recording the loss. Check Err
+// before each write to what the lock guards.
 func (k *Lock) Err() error {
 	if k == nil || k.l == nil || k.ctx == nil {
 		return errNoLock
 	}
-	if err := context.Cause(k.ctx); err != nil {
-		return err
+	if err := k.ended.Load(); err != nil {
+		return *err
 	}
 	if k.l.overdue(k) {
 		k.lose(ErrLeaseExpired)
 	}
-	return context.Cause(k.ctx)
+	if err := k.ended.Load(); err != nil {
+		return *err
+	}
+	return nil
 }
 
-// overdue reports whether lk is held and its local deadline has passed.
+// overdue reports whether lk's local deadline has passed. Renewals move it
+// only while lk is held; once lk has ended, ended answers first.
 func (l *Locker) overdue(lk *Lock) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	_, held := l.held[lk]
-	return held && !time.Now().Before(lk.deadline)
+	return !time.Now().Before(lk.deadline)
 }
+
+// setEnded records why k ended, before anything else of its end is done.
+// The cause of a release is shared rather than copied for each.
+func (k *Lock) setEnded(cause error) {
+	if cause == ErrReleased {
+		k.ended.Store(&errReleased)
+		return
+	}
+	c := cause
+	k.ended.Store(&c)
+}
+
+// errReleased is ErrReleased, for the ended of every released lock.
+var errReleased = ErrReleased
 
 // Unlock releases one level of the lock: the key is free again once every
 // re-entry under the same Owner has been unlocked. It returns an error
@@ -198,13 +221,16 @@ func (k *Lock) releaseOnce(ctx context.Context, cause error) error {
 		l.unpin(k.key, false)
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, k.key, k.Err())
 	}
+	uncertain := false
 	if cause == ErrReleased {
-		if done, err := k.handOff(ctx); done {
+		done, unsure, err := k.handOff(ctx)
+		if done {
 			l.unpin(k.key, false)
 			return err
 		}
+		uncertain = unsure
 	}
-	wake, err := k.releaseRow(l.bounds.within(ctx))
+	wake, err := k.releaseRow(l.bounds.within(ctx), uncertain)
 	l.unpin(k.key, wake)
 	return err
 }
@@ -214,6 +240,7 @@ func (k *Lock) end(cause error) bool {
 	first := false
 	k.once.Do(func() {
 		first = true
+		k.setEnded(cause) // first: Err reports the end from here on
 		k.l.unregister(k)
 		k.l.lost(k, cause) // before Done closes: who sees Done sees the count
 		k.cancel(cause)
@@ -222,12 +249,14 @@ func (k *Lock) end(cause error) bool {
 }
 
 // releaseRow takes one level off the lock's row within ctx, a bound of the
-// release's own (releaseBounds.within, or Close's deadline). wake says
+// release's own (releaseBounds.within, or Close's deadline); uncertain says
+// that a handover whose connection failed came first, and may have ended
+// the acquisition. wake says
 // whether our first waiter for the key should now be woken: not when the
 // release notified (the event wakes waiters here and elsewhere alike, so
 // neither has a head start) nor while Lockers contend for the key without
 // events (every waiter polls).
-func (k *Lock) releaseRow(ctx context.Context) (wake bool, err error) {
+func (k *Lock) releaseRow(ctx context.Context, uncertain bool) (wake bool, err error) {
 	// Notify only when another Locker waits; otherwise spare the commit a
 	// NOTIFY (PostgreSQL serialises notifying commits).
 	n := k.l.d.Notifier()
@@ -249,7 +278,7 @@ func (k *Lock) releaseRow(ctx context.Context) (wake bool, err error) {
 	byTicket := pass && p.ByTicket()
 	var granted dialect.Grant
 	var sent time.Time
-	ok, uncertain, err := k.l.retryRelease(ctx, func() (bool, error) {
+	ok, unsure, err := k.l.retryRelease(ctx, func() (bool, error) {
 		if pass {
 			if !byTicket || next <= 0 {
 				// The ticket goes first: the release reads the oldest
@@ -272,12 +301,13 @@ func (k *Lock) releaseRow(ctx context.Context) (wake bool, err error) {
 	if err != nil {
 		return true, fmt.Errorf("%w (the row stays held until its lease of %v ends)", k.l.wrapErr("release", k.key, err), k.ttl)
 	}
+	uncertain = uncertain && !ok || unsure
 	// FIFO waiters of ours always hear at once: the next in line may be
 	// ours, and our own NOTIFY reaches our listener only after a round trip.
 	wake = k.l.cfg.fifo || !notify && !k.l.fairPolling(k.key)
 	switch {
 	case !ok && uncertain:
-		return wake, fmt.Errorf("%w: %q (token %d): released by an attempt whose connection failed, or lost meanwhile", ErrNotHeld, k.key, k.token)
+		return wake, fmt.Errorf("%w: %q (token %d): released or handed over by an attempt whose connection failed, or lost meanwhile", ErrNotHeld, k.key, k.token)
 	case !ok:
 		return wake, fmt.Errorf("%w: %q (token %d): lease expired or taken over", ErrNotHeld, k.key, k.token)
 	}
@@ -357,8 +387,9 @@ func (k *Lock) batchable() bool {
 // lose ends the lock because it can no longer be proven ours.
 func (k *Lock) lose(cause error) {
 	k.once.Do(func() {
-		k.l.unregister(k)
 		err := fmt.Errorf("%w: %q (token %d): %w", ErrLockLost, k.key, k.token, cause)
+		k.setEnded(err) // first, as in end
+		k.l.unregister(k)
 		k.l.lost(k, err) // before Done closes, as in end
 		k.cancel(err)
 		k.l.waits.wakeHead(k.key) // it may be free: a waiter of ours may try

@@ -107,13 +107,18 @@ func (m *MultiLock) Done() <-chan struct{} {
 
 // Err returns nil while every key is held; otherwise the first key to end
 // and why, wrapping that lock's Err (ErrReleased, ErrLockLost...). A lock
-// whose lease lapsed unseen is found here too, as by Lock.Err.
+// whose lease lapsed unseen is found here too, as by Lock.Err, and so is
+// one whose end is still being recorded: Err reports it before Done closes.
 func (m *MultiLock) Err() error {
 	if !m.held() {
 		return errNoLock
 	}
 	for _, lk := range m.locks {
-		_ = lk.Err() // ends a lock whose local deadline passed
+		// Lock.Err ends a lock whose local deadline passed; the end of a
+		// lock reaches m.ctx only once that lock's Done has closed.
+		if err := lk.Err(); err != nil && context.Cause(m.ctx) == nil {
+			m.cancel(fmt.Errorf("%q: %w", lk.key, err))
+		}
 	}
 	return context.Cause(m.ctx)
 }

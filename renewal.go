@@ -134,8 +134,10 @@ func (l *Locker) earliestDeadline() time.Time {
 
 // renewDue renews due (ordered by deadline) in statements sized by the
 // pace, each bounded by the latest deadline it carries: past that it could
-// save none of them. It returns the last statement's error.
-func (l *Locker) renewDue(due []*Lock, shortest time.Duration) (lastErr error) {
+// save none of them. It returns whether a statement failed or was the
+// first to succeed after failures (such a beat says nothing of the
+// database's pace), and the last statement's error.
+func (l *Locker) renewDue(due []*Lock, shortest time.Duration) (outage bool, lastErr error) {
 	for len(due) > 0 && l.ctx.Err() == nil {
 		chunk := due[:min(l.hb.pace.chunk(shortest), len(due))]
 		due = due[len(chunk):]
@@ -143,16 +145,33 @@ func (l *Locker) renewDue(due []*Lock, shortest time.Duration) (lastErr error) {
 		start := time.Now()
 		lastErr = l.renewChunk(ctx, chunk)
 		cancel()
-		if lastErr == nil {
+		switch {
+		case lastErr != nil:
+			if l.hb.failed++; l.hb.failed == 1 {
+				l.hb.failedSince = start
+			}
+			outage = true
+		case l.hb.failed > 0:
+			// The first success after failures: its time may include the
+			// end of an outage (a reconnection, a path that stalled), not
+			// the pace of the database. It is not measured.
+			if l.ctx.Err() == nil {
+				l.log.Info("dblock: renewals succeed again after failures",
+					"failed_statements", l.hb.failed, "failing_for", time.Since(l.hb.failedSince).Round(time.Millisecond))
+			}
+			l.hb.failed = 0
+			outage = true
+		default:
 			l.hb.pace.observe(len(chunk), time.Since(start))
 		}
 	}
-	return lastErr
+	return outage, lastErr
 }
 
 // warnIfBehind logs, at most every paceWarnEvery, that the database renews
 // too slowly for the locks held: before any lease ends, so an operator can
-// add capacity, lengthen the TTL or hold fewer locks.
+// add capacity, lengthen the TTL or hold fewer locks. A beat with failed
+// renewals does not warn: the failures were logged, and say more.
 func (l *Locker) warnIfBehind(needed float64) {
 	if !l.hb.pace.behind(needed) || time.Since(l.hb.pace.lastWarn) < paceWarnEvery {
 		return

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/dblockhq/dblock"
 	"github.com/dblockhq/dblock/internal/dbtest"
+	"github.com/dblockhq/dblock/internal/faultproxy"
 )
 
 // TestRenewalScales: a Locker holding 10,000 locks with a 3 s lease keeps
@@ -140,4 +142,96 @@ func TestRenewalWarnsWhenBehind(t *testing.T) {
 			t.Fatalf("warning figures %v", figures)
 		}
 	})
+}
+
+// renewalErrs is an Observer that sends each renewal statement's error, and
+// holds the heartbeat in the first failed one until hold returns.
+type renewalErrs struct {
+	dblock.NopObserver
+	errs chan error
+	once sync.Once
+	hold func()
+}
+
+func (o *renewalErrs) Renewed(r dblock.Renewal) {
+	select {
+	case o.errs <- r.Err:
+	default: // the test has stopped reading
+	}
+	if r.Err != nil {
+		o.once.Do(o.hold)
+	}
+}
+
+// TestRenewalPaceAfterOutage: after an outage, the renewals that fail and
+// the first that succeeds again (here slow, as one that waited out the
+// outage's end) say nothing of the database's pace: the Locker says that
+// renewals succeed again, and warns of no pace problem. It used to measure
+// the first statement after the outage and warn "renewals cannot keep up"
+// with the figures of a healthy database (held=2 renewals_needed_per_s=2
+// renewals_done_per_s=2).
+func TestRenewalPaceAfterOutage(t *testing.T) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
+		ctx := ctxT(t, time.Minute)
+		_, _, table := dbtest.Locker(t, d)
+		pdb, p := proxied(t, d)
+		rec := newLogRecorder()
+		var l *dblock.Locker
+		obs := &renewalErrs{errs: make(chan error, 16), hold: func() {
+			// Two locks renewed every 2 s need 1 renewal/s; a statement
+			// of 1.5 s for both would measure 1.3/s, less than twice that.
+			dblock.SlowRenewals(l, 1500*time.Millisecond)
+			p.SetMode(faultproxy.Forward)
+		}}
+		l = lockerOn(t, pdb, table, dblock.WithTTL(6*time.Second), dblock.WithHeartbeat(2*time.Second),
+			dblock.WithLogger(slog.New(rec)), dblock.WithObserver(obs))
+		resume := dblock.StallHeartbeat(l) // no renewal before the outage
+		t.Cleanup(resume)
+		a := mustLock(t)(l.TryLock(ctx, "a"))
+		b := mustLock(t)(l.TryLock(ctx, "b"))
+		p.SetMode(faultproxy.Down)
+		resume()
+		next := func() error {
+			t.Helper()
+			select {
+			case err := <-obs.errs:
+				return err
+			case <-ctx.Done():
+				t.Fatal("no renewal")
+				return nil
+			}
+		}
+		for next() != nil { // the outage, then the slow recovery
+		}
+		dblock.SlowRenewals(l, 0)
+		if err := next(); err != nil { // a later beat: the first's logs are in
+			t.Fatalf("renewal after the outage: %v", err)
+		}
+		recovered := false
+		for len(rec.recs) > 0 {
+			r := <-rec.recs
+			if strings.Contains(r.Message, "cannot keep up") {
+				t.Errorf("warned after an outage: %s %v", r.Message, attrs(r))
+			}
+			recovered = recovered || strings.Contains(r.Message, "renewals succeed again")
+		}
+		if !recovered {
+			t.Error("the Locker did not say that renewals succeed again")
+		}
+		for _, lk := range []*dblock.Lock{a, b} {
+			if err := lk.Err(); err != nil {
+				t.Fatalf("lost over the outage: %v", err)
+			}
+		}
+	})
+}
+
+// attrs returns r's attributes as a map, for messages.
+func attrs(r slog.Record) map[string]string {
+	m := map[string]string{}
+	r.Attrs(func(a slog.Attr) bool {
+		m[a.Key] = a.Value.String()
+		return true
+	})
+	return m
 }

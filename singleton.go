@@ -177,7 +177,7 @@ func (k *Lock) linger(ctx context.Context, atLeast time.Duration) error {
 		}
 		return nil
 	}
-	wake, err := k.releaseRow(k.l.bounds.within(ctx))
+	wake, err := k.releaseRow(k.l.bounds.within(ctx), false)
 	if wake {
 		k.l.waits.wakeHead(k.key)
 	}

@@ -222,8 +222,9 @@ func finish(ctx context.Context, a *app, lk *dblock.Lock, r runFlags, cmd *exec.
 		if errors.Is(err, dblock.ErrNotHeld) {
 			return exitf(exitLockLost, "the lock on %q was lost before %s ended: %v", r.key, r.argv[0], err)
 		}
-		// Still ours as far as we know: the lease ends by itself.
-		fmt.Fprintf(a.stderr, "dblock run: releasing %q: %s (the lease expires within %v)\n", r.key, oneLine(err.Error()), lk.TTL())
+		// Still ours as far as we know: the lease ends by itself, as the
+		// error says.
+		fmt.Fprintf(a.stderr, "dblock run: releasing %q: %s\n", r.key, oneLine(err.Error()))
 	}
 	return exitErr(status, nil)
 }

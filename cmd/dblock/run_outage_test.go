@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,5 +32,36 @@ func TestRunWaitsThroughOutage(t *testing.T) {
 	r := cli(t, "run", "--dsn", "postgres://u@127.0.0.1:1/test?sslmode=disable", "--wait", "2s", "--key", "k", "--", "true")
 	if r.code != exitUnavailable {
 		t.Fatalf("run --wait 2s with no database at all: status %d, want %d; stderr %q", r.code, exitUnavailable, r.stderr)
+	}
+}
+
+// A release that fails after CMD exited (every connection down) is
+// reported in one line that says once that the lease ends by itself: run
+// used to add its own "(the lease expires within …)" to the library's
+// "(the row stays held until its lease of … ends)".
+func TestRunReleaseErrorSaysLeaseOnce(t *testing.T) {
+	flags, _ := freshTable(t, dblock.Postgres)
+	p, dsn := dbtest.Proxy(t, dblock.Postgres)
+	dir := t.TempDir()
+	started, proceed := filepath.Join(dir, "started"), filepath.Join(dir, "proceed")
+	script := "touch " + started + "; while [ ! -e " + proceed + " ]; do sleep 0.01; done"
+	_, done := startRun(t, "run", "--dsn", dsn, "--table", flags[3], "--ttl", "1m", "--key", "unreachable", "--", "sh", "-c", script)
+	waitFile(t, started, 20*time.Second)
+	p.SetMode(faultproxy.Down)
+	if err := os.WriteFile(proceed, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := wait(t, done, "run whose release fails")
+	var line string
+	for l := range strings.Lines(r.stderr) {
+		if strings.HasPrefix(l, "dblock run: releasing") {
+			line = l
+		}
+	}
+	if line == "" {
+		t.Fatalf("no release error reported; status %d, stderr %q", r.code, r.stderr)
+	}
+	if n := strings.Count(line, " lease "); n != 1 {
+		t.Fatalf("the release error speaks of the lease %d times: %q", n, line)
 	}
 }

@@ -83,17 +83,23 @@ func (r *run) check() {
 	if res != porcupine.Ok {
 		t.Errorf("the history of %d operations is not shown linearizable: %v\n%s", n, res, r.hist.explain())
 	}
+	stale := r.hist.errAfterTakeover()
+	t.Logf("%s: %d holds saw Err return nil (last before their writes or end); %d of them after a larger token of their key was acquired",
+		r.d, len(r.hist.lastNil), len(stale))
+	for _, s := range stale {
+		t.Error(s)
+	}
 
 	slices.Sort(r.takeovers)
 	var p50, worst time.Duration
 	if n := len(r.takeovers); n > 0 {
 		p50, worst = r.takeovers[n/2], r.takeovers[n-1]
 	}
-	t.Logf("%s: %d acquisitions in %v (%d processes x %d holders, %d keys); faults: sigkill=%d cut=%d stall=%d terminate=%d (%d sessions ended); "+
+	t.Logf("%s: %d acquisitions in %v (%d processes x %d holders, %d keys); faults: sigkill=%d cut=%d stall=%d terminate=%d (%d sessions ended) pause=%d; "+
 		"holds: live=%d lost=%d failed-writes=%d; overlaps=%d reader-writer-overlaps=%d stale-tokens-rejected=%d rejected-while-held=%d token-order=%d; "+
 		"takeovers after sigkill=%d p50=%v max=%v (beyond %v: %d); rows reaped=%d",
 		r.d, r.counts["acq"], time.Since(r.start).Round(time.Millisecond), r.sz.procs, r.sz.holders, len(r.spec.Keys),
-		r.faults["sigkill"], r.faults["cut"], r.faults["stall"], r.faults["terminate"], r.terminated,
+		r.faults["sigkill"], r.faults["cut"], r.faults["stall"], r.faults["terminate"], r.terminated, r.faults["pause"],
 		r.counts["ok"], r.counts["lost"], r.counts["fail"], overlaps, mixed, r.counts["rej"], r.counts["rejlive"], disorder,
 		len(r.takeovers), p50.Round(time.Millisecond), worst.Round(time.Millisecond), takeoverBound, r.slow, r.counts["reaped"])
 	if r.counts["reaped"] == 0 {

@@ -12,14 +12,17 @@
 // and the end of its hold in database time (refused unless its token is
 // still the guard's). Meanwhile the parent injects faults at random: SIGKILL
 // of a worker holding a key (restarted with new identities), connections
-// cut or stalled through each worker's fault proxy, and
-// pg_terminate_backend / KILL of a worker's sessions.
+// cut or stalled through each worker's fault proxy, pg_terminate_backend /
+// KILL of a worker's sessions, and SIGSTOP of a worker for one to three
+// leases (then SIGCONT).
 //
 // A hold is live when the lock's Err was still nil after its end was
 // written: its whole interval then lay within the lease. The suite fails if
 // two live holds of a key overlap in database time, if a fenced write was
 // refused while its holder still held the lock (another holder got in), if
-// live holds' tokens do not rise in the order they started, or if the key
+// live holds' tokens do not rise in the order they started, if a holder
+// saw Err return nil after an acquisition of its key with a larger token
+// had returned (whether or not its writes were then refused), or if the key
 // of a killed holder is not taken again (a new token in the lock row, or,
 // for a permit or a reader's slot, the row free or reaped) within 30
 // seconds: a lock that does not expire. How long takeovers took is a

@@ -18,12 +18,16 @@ import (
 //	h acq <key> <token> <call> <return>        Lock returned the lock
 //	h chk <key> <token> <call> <return>        Err was nil after the hold's writes
 //	h rel <key> <token> <call> <return> ok|nh  Unlock returned nil, or ErrNotHeld
+//	h nil <key> <token> <call> <return>        the hold's last Err that returned nil
 //
 // The history is checked for linearizability against a lock with fencing
 // tokens (lockModel). A lease that ran out is an "exp" operation, added by
 // the parent for each acquisition that was not released (lost, or its
 // process killed): it may take effect at any time after the acquisition
-// was called.
+// was called. Apart from that model, no holder may see Err return nil once
+// an acquisition of its key with a larger token has returned
+// (errAfterTakeover): its next write would trust a lock another holder
+// has.
 
 // lockInput is an operation on one key.
 type lockInput struct {
@@ -98,9 +102,13 @@ type history struct {
 	ops      []porcupine.Operation
 	acquired map[ivKey]int64 // acquisitions not (yet) released with success: their call time
 	last     int64           // the latest time seen
+	// lastNil is, for each acquisition, when its holder last called an
+	// Err that returned nil (the call: the earliest the answer can be
+	// from).
+	lastNil map[ivKey]int64
 }
 
-func newHistory() *history { return &history{acquired: map[ivKey]int64{}} }
+func newHistory() *history { return &history{acquired: map[ivKey]int64{}, lastNil: map[ivKey]int64{}} }
 
 // add parses one "h" line; it reports false for a malformed one.
 func (h *history) add(client int, f []string) bool {
@@ -121,6 +129,11 @@ func (h *history) add(client int, f []string) bool {
 		// (a stalled response): its expiry may come any time after the call.
 		h.acquired[ivKey{key, tok}] = call
 	case "chk":
+	case "nil":
+		// Not an operation of the model: errAfterTakeover checks it.
+		h.lastNil[ivKey{key, tok}] = max(h.lastNil[ivKey{key, tok}], call)
+		h.last = max(h.last, ret)
+		return true
 	case "rel":
 		if len(f) < 7 {
 			return false
@@ -145,6 +158,47 @@ func (h *history) check(timeout time.Duration) (porcupine.CheckResult, int) {
 		ops = append(ops, porcupine.Operation{ClientId: -1, Input: lockInput{"exp", k.key, k.tok}, Call: at, Output: lockOutput{ok: true}, Return: h.last + 1})
 	}
 	return porcupine.CheckOperationsTimeout(lockModel, ops, timeout), len(ops)
+}
+
+// errAfterTakeover describes each acquisition whose holder saw Err return
+// nil after an acquisition of the same key with a larger token had
+// returned (in a correct run, none): the last Err that returned nil was
+// called after that other Lock, Campaign or Acquire returned, so the key
+// was another's while its old holder, which would write next, believed it
+// held it.
+func (h *history) errAfterTakeover() []string {
+	type taken struct{ tok, ret int64 }
+	byKey := map[string][]taken{}
+	for _, op := range h.ops {
+		if in := op.Input.(lockInput); in.op == "acq" {
+			byKey[in.key] = append(byKey[in.key], taken{in.tok, op.Return})
+		}
+	}
+	// first[key][i]: the acquisition that returned first among those of
+	// byKey[key][i:], sorted by token.
+	first := map[string][]taken{}
+	for key, list := range byKey {
+		slices.SortFunc(list, func(a, b taken) int { return cmp.Compare(a.tok, b.tok) })
+		f := make([]taken, len(list))
+		for i := len(list) - 1; i >= 0; i-- {
+			f[i] = list[i]
+			if i+1 < len(list) && f[i+1].ret < f[i].ret {
+				f[i] = f[i+1]
+			}
+		}
+		first[key] = f
+	}
+	var out []string
+	for a, seen := range h.lastNil {
+		list, f := byKey[a.key], first[a.key]
+		i, _ := slices.BinarySearchFunc(list, a.tok+1, func(t taken, tok int64) int { return cmp.Compare(t.tok, tok) })
+		if i < len(list) && f[i].ret < seen {
+			out = append(out, fmt.Sprintf("%s: the holder of token %d saw Err return nil %v after token %d was acquired (its call returned)",
+				a.key, a.tok, time.Duration(seen-f[i].ret), f[i].tok))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // The checker accepts a history a correct lock produces, with a lost lock
@@ -181,6 +235,39 @@ func TestLockModel(t *testing.T) {
 	} {
 		if res, _ := build(lines...).check(time.Minute); res != porcupine.Illegal {
 			t.Errorf("%s: %v, want Illegal", name, res)
+		}
+	}
+}
+
+// The Err check accepts holders that saw Err return nil before any larger
+// token of their key was handed out (a waiter's Lock may be called, not
+// returned, meanwhile), and refuses one that saw nil after: a paused
+// holder that wakes to a nil Err while another holds its key.
+func TestErrAfterTakeover(t *testing.T) {
+	build := func(lines ...string) *history {
+		h := newHistory()
+		for i, l := range lines {
+			if !h.add(i, strings.Fields(l)) {
+				t.Fatalf("malformed: %q", l)
+			}
+		}
+		return h
+	}
+	good := build(
+		"h acq k 1 0 10", "h nil k 1 11 12", "h acq k 2 5 30", // 2 waited meanwhile
+		"h acq k 3 40 50", "h nil k 3 51 52", "h rel k 3 53 54 ok",
+		"h acq k 9 60 70", "h acq j 4 0 10", "h nil j 4 80 81", // another key's larger token
+	)
+	if bad := good.errAfterTakeover(); len(bad) > 0 {
+		t.Fatalf("a correct history: %v", bad)
+	}
+	for name, lines := range map[string][]string{
+		"paused holder":   {"h acq k 1 0 10", "h acq k 2 11 20", "h nil k 1 25 26"},
+		"token later":     {"h acq k 1 0 10", "h acq k 5 11 20", "h acq k 3 21 22", "h nil k 1 30 31"},
+		"behind the next": {"h acq k 1 0 10", "h acq k 2 11 20", "h acq k 3 23 24", "h nil k 2 25 26"},
+	} {
+		if bad := build(lines...).errAfterTakeover(); len(bad) != 1 {
+			t.Errorf("%s: %v, want the holder's nil Err reported", name, bad)
 		}
 	}
 }

@@ -6,7 +6,7 @@ import (
 )
 
 // Fault kinds.
-var faultKinds = []string{"sigkill", "cut", "stall", "terminate"}
+var faultKinds = []string{"sigkill", "cut", "stall", "terminate", "pause"}
 
 // inject draws a fault and applies it to a random worker, preferring one
 // that holds a key.
@@ -49,6 +49,18 @@ func (r *run) inject() {
 		p.tell("stall %d", d.Milliseconds())
 	case "terminate":
 		r.terminate(p)
+	case "pause":
+		// Frozen for one to three leases: on waking, its holders must
+		// see their loss before they write (errAfterTakeover).
+		d := ttl + time.Duration(r.rng.Int64N(int64(2*ttl)))
+		if time.Now().Before(p.paused) || stopProcess(p.cmd.Process) != nil {
+			p.tell("cut") // already paused, or no SIGSTOP here
+			kind = "cut"
+			break
+		}
+		p.paused = time.Now().Add(d)
+		proc := p.cmd.Process
+		time.AfterFunc(d, func() { _ = contProcess(proc) }) // fails only if it died meanwhile
 	}
 	r.faults[kind]++
 }

@@ -20,6 +20,7 @@ type proc struct {
 	stderr    *tail
 	sessions  []int64   // the latest session ids it reported
 	stalled   time.Time // its proxy stalls until then
+	paused    time.Time // SIGSTOPped until then
 	killed    bool      // SIGKILLed by the parent
 	exited    bool
 }

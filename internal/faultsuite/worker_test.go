@@ -310,8 +310,24 @@ func (w *worker) critical(key string, lk hold) (string, error) {
 		{w.q.start, []any{key, tok, w.spec.Name, key, tok}},
 		{w.q.end, []any{key, tok, key, tok}},
 	}
-	for _, wr := range writes {
+	// seen is the call and return of the last Err that returned nil: the
+	// holder then believed it held the key, whatever came next.
+	var seen [2]int64
+	held := func() bool {
+		call := time.Now().UnixNano()
 		if lk.Err() != nil {
+			return false
+		}
+		seen = [2]int64{call, time.Now().UnixNano()}
+		return true
+	}
+	defer func() {
+		if seen[0] != 0 {
+			w.out.say("h nil %s %d %d %d", key, tok, seen[0], seen[1])
+		}
+	}()
+	for _, wr := range writes {
+		if !held() {
 			return "lost", nil
 		}
 		res, err := w.db.ExecContext(ctx, wr.query, wr.args...)
@@ -323,16 +339,15 @@ func (w *worker) critical(key string, lk hold) (string, error) {
 			return "fail", err
 		}
 		if n == 0 {
-			if lk.Err() == nil {
+			if held() {
 				return "rejlive", nil
 			}
 			return "rej", nil
 		}
 	}
-	call := time.Now().UnixNano()
-	if lk.Err() != nil {
+	if !held() {
 		return "lost", nil // the end may have landed after the lease: not a live hold
 	}
-	w.out.say("h chk %s %d %d %d", key, tok, call, time.Now().UnixNano())
+	w.out.say("h chk %s %d %d %d", key, tok, seen[0], seen[1])
 	return "ok", nil
 }
