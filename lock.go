@@ -242,8 +242,8 @@ func (k *Lock) end(cause error) bool {
 		first = true
 		k.setEnded(cause) // first: Err reports the end from here on
 		k.l.unregister(k)
-		k.l.lost(k, cause) // before Done closes: who sees Done sees the count
-		k.cancel(cause)
+		k.cancel(cause)    // the holder hears first: a slow Observer never delays Done
+		k.l.lost(k, cause) // then the Observer
 	})
 	return first
 }
@@ -390,8 +390,8 @@ func (k *Lock) lose(cause error) {
 		err := fmt.Errorf("%w: %q (token %d): %w", ErrLockLost, k.key, k.token, cause)
 		k.setEnded(err) // first, as in end
 		k.l.unregister(k)
-		k.l.lost(k, err) // before Done closes, as in end
-		k.cancel(err)
+		k.cancel(err)             // Done first, as in end
+		k.l.lost(k, err)          // then the Observer
 		k.l.waits.wakeHead(k.key) // it may be free: a waiter of ours may try
 		k.l.log.Warn("dblock: lock lost", "key", k.key, "token", k.token, "cause", cause)
 	})

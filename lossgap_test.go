@@ -46,7 +46,8 @@ type handle interface {
 // before a write. The lock used to leave the held set first and have its
 // context cancelled last, and Err answered nil in between. The heartbeat
 // is stalled (a paused holder), so the loss is found by Err itself, on
-// another goroutine; each handle with Done and Err is tried.
+// another goroutine; each handle with Done and Err is tried. Done closes
+// before the Observer hears of the loss, so a slow Lost delays no holder.
 func TestErrReportsLossWhileRecorded(t *testing.T) {
 	takes := []struct {
 		name string
@@ -116,8 +117,14 @@ func TestErrReportsLossWhileRecorded(t *testing.T) {
 				if !errors.Is(cause, dblock.ErrLeaseExpired) {
 					t.Fatalf("Lost cause = %v, want ErrLeaseExpired", cause)
 				}
-				// The loss is being recorded: Err must say so already.
+				// The loss is being recorded: Err must say so already, and
+				// Done must close without waiting for the Observer.
 				err := h.Err()
+				select {
+				case <-h.Done():
+				case <-ctx.Done():
+					t.Fatal("Done waited for the Observer's Lost")
+				}
 				close(obs.proceed)
 				if !errors.Is(err, dblock.ErrLockLost) || !errors.Is(err, dblock.ErrLeaseExpired) {
 					t.Fatalf("Err while the loss was recorded = %v, want ErrLockLost wrapping ErrLeaseExpired", err)

@@ -26,8 +26,9 @@ type Observer interface {
 	// Renewed is called after each renewal statement of the heartbeat.
 	Renewed(r Renewal)
 	// Lost is called once for a lock that ends without its holder releasing
-	// it, before its Done closes: cause wraps ErrLockLost, and
-	// ErrLeaseExpired or ErrTakenOver.
+	// it, right after its Done closes (a slow Lost never delays the holder's
+	// signal): cause wraps ErrLockLost, and ErrLeaseExpired or
+	// ErrTakenOver.
 	Lost(key string, token int64, cause error)
 }
 

@@ -40,6 +40,22 @@ func newHarness(t *testing.T, opts ...dblockotel.Option) harness {
 	return h
 }
 
+// lostSignal passes every event to the Observer under test and says on
+// lost when its Lost has returned: Lost follows Done, so a test that reads
+// the loss's metric waits for it.
+type lostSignal struct {
+	dblock.Observer
+	lost chan struct{}
+}
+
+func (o *lostSignal) Lost(key string, token int64, cause error) {
+	o.Observer.Lost(key, token, cause)
+	select {
+	case o.lost <- struct{}{}:
+	default:
+	}
+}
+
 // metrics collects and returns the data points by metric name.
 func (h harness) metrics(t *testing.T) map[string]metricdata.Aggregation {
 	t.Helper()
@@ -120,7 +136,8 @@ func TestMetrics(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
 		ctx := ctxT(t)
 		h := newHarness(t, dblockotel.WithAttributes(attribute.String("service.role", "test")))
-		l, _, table := dbtest.Locker(t, d, dblock.WithObserver(h.obs), dblock.WithTTL(time.Second))
+		obs := &lostSignal{Observer: h.obs, lost: make(chan struct{}, 1)}
+		l, _, table := dbtest.Locker(t, d, dblock.WithObserver(obs), dblock.WithTTL(time.Second))
 		h.obs.Watch(l)
 		other, err := dblock.New(dbtest.Open(t, d), dblock.WithTable(table))
 		if err != nil {
@@ -183,6 +200,11 @@ func TestMetrics(t *testing.T) {
 		case <-victim.Done(): // the heartbeat found it taken
 		case <-ctx.Done():
 			t.Fatal("the victim never saw its loss")
+		}
+		select {
+		case <-obs.lost: // Lost is called right after Done closes
+		case <-ctx.Done():
+			t.Fatal("the Observer never heard of the loss")
 		}
 
 		m = h.metrics(t)
