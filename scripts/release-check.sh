@@ -11,7 +11,8 @@
 # (GOWORK=off, GOFLAGS=-mod=mod, a git url.insteadOf in a private git
 # config, an empty module cache of its own so no pretend version reaches
 # the shared one, the other modules from the local module cache or the
-# proxy, no checksum database for the pretend tags). That module runs
+# proxy, checked against the checksum database but for the pretend tags
+# (GOPRIVATE)). That module runs
 #   go get github.com/dblockhq/dblock/otel@VERSION
 # builds and vets a program using both modules, and checks that it got
 # the root module at VERSION, as the otel module's go.mod requires it, and
@@ -64,7 +65,7 @@ mkdir "$tmp/user"
 cd "$tmp/user"
 export GIT_CONFIG_GLOBAL=$tmp/gitconfig GIT_CONFIG_NOSYSTEM=1
 export GOWORK=off GOFLAGS=-mod=mod GOMODCACHE=$tmp/modcache
-export GOPRIVATE=github.com/dblockhq GONOSUMDB=github.com/dblockhq GOSUMDB=off
+export GOPRIVATE=github.com/dblockhq GONOSUMDB=github.com/dblockhq
 export GOPROXY=file://$gomodcache/cache/download,$goproxy
 cat >go.mod <<EOF
 module example.com/user
