@@ -9,7 +9,8 @@
 # outside the repository, and starts it): the conformance suite, the root
 # package's tests, package advisory's refusal and the fault suite, with
 # DBLOCK_MYSQL_DSN pointed at it; and the fault suite in portable mode
-# (WithPortable) on PostgreSQL and MariaDB.
+# (WithPortable) on PostgreSQL and MariaDB; and a subset on the oldest Go
+# the modules support (go.mod's go line, see below).
 # Every step runs even if an earlier one failed; a summary lists each step's
 # result and the script exits non-zero if any failed. A database that cannot
 # be had is a failure, not a skip.
@@ -40,6 +41,24 @@ step "peers smoke (bench/peers -check)" bash -c 'cd bench/peers && GOWORK=off go
 rm -rf "$out"
 step "fault suite, portable mode (WithPortable)" env DBLOCK_FAULT_PORTABLE=1 go test -race -count=1 -timeout 20m -v "$@" -run TestFaults ./internal/faultsuite/
 step "fault suite, FIFO mode (WithFIFO)" env DBLOCK_FAULT_FIFO=1 go test -race -count=1 -timeout 20m -v "$@" -run TestFaults ./internal/faultsuite/
+# The oldest Go the modules support (go.mod's go line), fetched from the
+# module proxy by GOTOOLCHAIN: build and vet everything, then what a user
+# meets first (README's program, the examples, the command's DSNs and its
+# embedded SQLite) and the conformance suite on every database, without
+# -race (about a minute on 2 cores with a warm cache, most of it compiling).
+# The dependencies are those of every other step: go.mod holds them at
+# versions that allow Go 1.25.
+oldest_go=${DBLOCK_OLDEST_GO:-go1.25.14}
+step "Go ${oldest_go#go} (GOTOOLCHAIN=$oldest_go: build, vet, a subset of tests)" env GOTOOLCHAIN="$oldest_go" bash -c '
+  set -e
+  go version
+  go build ./...
+  go vet ./...
+  (cd otel && go vet ./...)
+  go test -count=1 -timeout 10m "$@" -run "TestREADME|Example" .
+  go test -count=1 -timeout 10m "$@" -run TestConformance ./internal/dialect/
+  go test -count=1 -timeout 10m "$@" -run "TestDSN|TestParse|TestEmbedded" ./cmd/dblock/
+  (cd otel && go test -count=1 -timeout 10m "$@" ./...)' oldest "$@"
 tidb=${DBLOCK_TIDB_DSN:-root@tcp(127.0.0.1:4000)/test}
 step "TiDB (scripts/tidb.sh: build once, start)" ./scripts/tidb.sh
 step "TiDB: conformance and advisory (go test -race)" env DBLOCK_MYSQL_DSN="$tidb" go test -race -count=1 -timeout 20m "$@" \
