@@ -29,6 +29,8 @@ type runFlags struct {
 	grace    time.Duration
 	conflict int
 	argv     []string
+	// verbose (-v) makes a conflict under --no-wait say so on stderr.
+	verbose bool
 }
 
 func parseRun(a *app, args []string) (*common, runFlags, error) {
@@ -82,6 +84,7 @@ func cmdRun(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	defer closeAll()
+	r.verbose = c.verbose
 	lk, err := acquire(ctx, l, c.logger(a), r, sigs)
 	if err != nil {
 		return err
@@ -90,9 +93,13 @@ func cmdRun(ctx context.Context, a *app, args []string) error {
 }
 
 // acquire takes the lock as the flags say; a signal while waiting ends the
-// wait with status 128+N.
+// wait with status 128+N. A conflict under --no-wait is quiet, as flock -n
+// is, unless -v: a crontab line on every node must not mail the losers.
 func acquire(ctx context.Context, l *dblock.Locker, log *slog.Logger, r runFlags, sigs <-chan os.Signal) (*dblock.Lock, error) {
 	held := func() error {
+		if r.noWait && !r.verbose {
+			return exitErr(r.conflict, nil)
+		}
 		return exitf(r.conflict, "%q is held by another owner; not running %s", r.key, r.argv[0])
 	}
 	lk, err := l.TryLock(ctx, r.key)
