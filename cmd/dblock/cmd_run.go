@@ -160,7 +160,9 @@ func supervise(ctx context.Context, a *app, lk *dblock.Lock, r runFlags, sigs <-
 	cmd := exec.Command(r.argv[0], r.argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(childEnv(os.Environ()), "DBLOCK_KEY="+r.key, "DBLOCK_TOKEN="+strconv.FormatInt(lk.Token(), 10))
-	wait, err := startSupervised(cmd)
+	wait, err := startSupervised(cmd, func() {
+		fmt.Fprintf(a.stderr, "dblock run: processes of %s's group still run a second after SIGKILL; keeping the lock on %q until they end\n", r.argv[0], r.key)
+	})
 	if err != nil {
 		_ = lk.Unlock(ctx)
 		code := exitCannotExec

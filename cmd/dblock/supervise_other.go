@@ -12,7 +12,7 @@ const superviseArg = "__supervise"
 // Linux's PR_SET_PDEATHSIG, the command and its group outlive a dblock run
 // killed by SIGKILL (a clean exit or a caught signal still stops them):
 // bound the command's run time yourself, or keep the TTL short.
-func startSupervised(cmd *exec.Cmd) (wait func() error, err error) {
+func startSupervised(cmd *exec.Cmd, _ func()) (wait func() error, err error) {
 	ownProcessGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, err
