@@ -217,21 +217,26 @@ func childEnv(env []string) []string {
 	return out
 }
 
-// finish releases the lock after CMD exited and picks the exit status.
+// finish releases the lock after CMD exited and picks the exit status:
+// CMD's own when the lock was provably held until CMD (its whole group, on
+// Linux) had ended, that is, no loss was signalled before and the lease's
+// local deadline had not passed when run saw the end; exitLockLost
+// otherwise. A release that fails or is ambiguous after that (a cut
+// connection: the retry finds the row gone) does not change the status: it
+// is said once on stderr.
 func finish(ctx context.Context, a *app, lk *dblock.Lock, r runFlags, cmd *exec.Cmd, waitErr error, lost error) error {
 	status := exitStatus(cmd.ProcessState)
 	if waitErr != nil && cmd.ProcessState == nil {
 		status = exitFailure
 	}
+	if lost == nil {
+		lost = lk.Err() // now, after CMD's end: nil if held until then
+	}
 	if lost != nil {
-		return exitf(exitLockLost, "%s ended (status %d) after the lock on %q was lost", r.argv[0], status, r.key)
+		return exitf(exitLockLost, "%s ended (status %d) after the lock on %q was lost: %s", r.argv[0], status, r.key, oneLine(lost.Error()))
 	}
 	if err := lk.Unlock(ctx); err != nil {
-		if errors.Is(err, dblock.ErrNotHeld) {
-			return exitf(exitLockLost, "the lock on %q was lost before %s ended: %v", r.key, r.argv[0], err)
-		}
-		// Still ours as far as we know: the lease ends by itself.
-		fmt.Fprintf(a.stderr, "dblock run: releasing %q: %s (the lease expires within %v)\n", r.key, oneLine(err.Error()), lk.TTL())
+		fmt.Fprintf(a.stderr, "dblock run: %s ended holding the lock on %q; releasing it failed: %s (the lease expires within %v)\n", r.argv[0], r.key, oneLine(err.Error()), lk.TTL())
 	}
 	return exitErr(status, nil)
 }
