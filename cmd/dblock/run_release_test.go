@@ -21,17 +21,20 @@ import (
 // finds the row gone. run used to report 74, "the lock was lost before the
 // command ended". The failed release is said once, on stderr.
 func TestRunAmbiguousReleaseKeepsStatus(t *testing.T) {
-	// PostgreSQL only: the proxy finds the release by its text, which
-	// MySQL's prepared statements do not resend (the fix in finish does
-	// not depend on the dialect).
-	for _, d := range []dblock.Dialect{dblock.Postgres} {
+	for _, d := range []dblock.Dialect{dblock.Postgres, dblock.MySQL} {
 		t.Run(string(d), func(t *testing.T) {
 			flags, _ := freshTable(t, d)
 			target, _, err := dbtest.ProxyDSN(d)
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := startReplyDropper(t, target, flags[3])
+			// The release's text: it names the table on PostgreSQL; MySQL's
+			// other statements on the key name it too (its bells).
+			release := flags[3]
+			if d == dblock.MySQL {
+				release = "SET lease_ms = 0, update_time"
+			}
+			p := startReplyDropper(t, target, release)
 			u, err := url.Parse(cliDSN(t, d))
 			if err != nil {
 				t.Fatal(err)
@@ -71,25 +74,25 @@ func touch(path string) error {
 }
 
 // replyDropper is a TCP proxy that, once armed, loses the reply to the
-// execution of the next statement whose text names its table, and closes
+// execution of the next statement whose text holds its marker, and closes
 // that connection: the statement was applied, but the client cannot know
 // it. Such a statement is prepared (one reply), then executed (the second
 // reply) by both drivers.
 type replyDropper struct {
 	ln      net.Listener
 	target  string
-	table   []byte
+	marker  []byte
 	armed   atomic.Bool
 	dropped chan struct{} // closed when a reply was lost
 }
 
-func startReplyDropper(t *testing.T, target, table string) *replyDropper {
+func startReplyDropper(t *testing.T, target, marker string) *replyDropper {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &replyDropper{ln: ln, target: target, table: []byte(table), dropped: make(chan struct{})}
+	p := &replyDropper{ln: ln, target: target, marker: []byte(marker), dropped: make(chan struct{})}
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -117,7 +120,7 @@ func (p *replyDropper) serve(c net.Conn) {
 		for {
 			n, err := c.Read(buf)
 			if n > 0 {
-				if bytes.Contains(buf[:n], p.table) && p.armed.CompareAndSwap(true, false) {
+				if bytes.Contains(buf[:n], p.marker) && p.armed.CompareAndSwap(true, false) {
 					countdown.Store(2)
 				}
 				if _, err := s.Write(buf[:n]); err != nil {
