@@ -29,6 +29,8 @@ type runFlags struct {
 	grace    time.Duration
 	conflict int
 	argv     []string
+	// verbose (-v) makes a conflict under --no-wait say so on stderr.
+	verbose bool
 }
 
 func parseRun(a *app, args []string) (*common, runFlags, error) {
@@ -83,6 +85,7 @@ func cmdRun(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	defer closeAll()
+	r.verbose = c.verbose
 	lk, err := acquire(ctx, l, c.logger(a), r, sigs)
 	if err != nil {
 		return err
@@ -91,9 +94,13 @@ func cmdRun(ctx context.Context, a *app, args []string) error {
 }
 
 // acquire takes the lock as the flags say; a signal while waiting ends the
-// wait with status 128+N.
+// wait with status 128+N. A conflict under --no-wait is quiet, as flock -n
+// is, unless -v: a crontab line on every node must not mail the losers.
 func acquire(ctx context.Context, l *dblock.Locker, log *slog.Logger, r runFlags, sigs <-chan os.Signal) (*dblock.Lock, error) {
 	held := func() error {
+		if r.noWait && !r.verbose {
+			return exitErr(r.conflict, nil)
+		}
 		return exitf(r.conflict, "%q is held by another owner; not running %s", r.key, r.argv[0])
 	}
 	lk, err := l.TryLock(ctx, r.key)
@@ -154,7 +161,9 @@ func supervise(ctx context.Context, a *app, lk *dblock.Lock, r runFlags, sigs <-
 	cmd := exec.Command(r.argv[0], r.argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(childEnv(os.Environ()), "DBLOCK_KEY="+r.key, "DBLOCK_TOKEN="+strconv.FormatInt(lk.Token(), 10))
-	wait, err := startSupervised(cmd)
+	wait, err := startSupervised(cmd, func() {
+		fmt.Fprintf(a.stderr, "dblock run: processes of %s's group still run a second after SIGKILL; keeping the lock on %q until they end\n", r.argv[0], r.key)
+	})
 	if err != nil {
 		_ = lk.Unlock(ctx)
 		code := exitCannotExec
@@ -209,22 +218,28 @@ func childEnv(env []string) []string {
 	return out
 }
 
-// finish releases the lock after CMD exited and picks the exit status.
+// finish releases the lock after CMD exited and picks the exit status:
+// CMD's own when the lock was provably held until CMD (its whole group, on
+// Linux) had ended, that is, no loss was signalled before and the lease's
+// local deadline had not passed when run saw the end; exitLockLost
+// otherwise. A release that fails or is ambiguous after that (a cut
+// connection: the retry finds the row gone) does not change the status: it
+// is said once on stderr.
 func finish(ctx context.Context, a *app, lk *dblock.Lock, r runFlags, cmd *exec.Cmd, waitErr error, lost error) error {
 	status := exitStatus(cmd.ProcessState)
 	if waitErr != nil && cmd.ProcessState == nil {
 		status = exitFailure
 	}
+	if lost == nil {
+		lost = lk.Err() // now, after CMD's end: nil if held until then
+	}
 	if lost != nil {
-		return exitf(exitLockLost, "%s ended (status %d) after the lock on %q was lost", r.argv[0], status, r.key)
+		return exitf(exitLockLost, "%s ended (status %d) after the lock on %q was lost: %s", r.argv[0], status, r.key, oneLine(lost.Error()))
 	}
 	if err := lk.Unlock(ctx); err != nil {
-		if errors.Is(err, dblock.ErrNotHeld) {
-			return exitf(exitLockLost, "the lock on %q was lost before %s ended: %v", r.key, r.argv[0], err)
-		}
-		// Still ours as far as we know: the lease ends by itself, as the
-		// error says.
-		fmt.Fprintf(a.stderr, "dblock run: releasing %q: %s\n", r.key, oneLine(err.Error()))
+		// CMD ended while the lease was ours: its status stands. The
+		// error says what becomes of the row (its lease ends by itself).
+		fmt.Fprintf(a.stderr, "dblock run: %s ended holding the lock on %q; releasing it failed: %s\n", r.argv[0], r.key, oneLine(err.Error()))
 	}
 	return exitErr(status, nil)
 }

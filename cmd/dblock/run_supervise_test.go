@@ -118,3 +118,83 @@ func alive(pid int) bool {
 	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
 	return len(f) > 0 && f[0] != "Z"
 }
+
+// SIGKILL of run's supervisor alone, or of the supervisor and run (pkill
+// -9 dblock), never leaves the command running beside the next holder of
+// the key. The first command ticks into a log, tagged with its pid, from a
+// background child (the supervisor case: run must kill the whole group
+// before it releases) or from itself (both killed: the kernel kills the
+// command with its supervisor, and the lease runs out); the second holder
+// writes its start and end. No tick of the first may follow the second's
+// start, and none of its processes may still run then.
+func TestRunSupervisorKilledNoOverlap(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		both bool
+		tick string // the first command's ticking, given log and dir
+	}{
+		{"supervisor", false, `( i=0; while [ $i -lt 600 ]; do echo "tick $$" >> LOG; sleep 0.05; i=$((i+1)); done ) & echo $! > DIR/bg; touch DIR/started; wait`},
+		{"both", true, `touch DIR/started; i=0; while [ $i -lt 600 ]; do echo "tick $$" >> LOG; sleep 0.05; i=$((i+1)); done`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			flags, _ := freshTable(t, dblock.Postgres)
+			dir := t.TempDir()
+			log := filepath.Join(dir, "log")
+			first := `echo "start $$" >> LOG; echo $$ > DIR/fg; echo $PPID > DIR/sup; ` + tc.tick + `; echo "end $$" >> LOG`
+			first = strings.NewReplacer("LOG", log, "DIR", dir).Replace(first)
+			runA, doneA := startRun(t, join("run", flags, "--ttl", "2s", "--key", "k", "--", "sh", "-c", first)...)
+			waitFile(t, filepath.Join(dir, "started"), 20*time.Second)
+			pids := []int{readPid(t, dir+"/fg")}
+			if !tc.both {
+				pids = append(pids, readPid(t, dir+"/bg"))
+			}
+			t.Cleanup(func() { // what the old code left running
+				for _, pid := range pids {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			})
+			second := strings.ReplaceAll(`echo "start $$" >> LOG; echo "end $$" >> LOG`, "LOG", log)
+			_, doneB := startRun(t, join("run", flags, "--wait", "40s", "--key", "k", "--", "sh", "-c", second)...)
+
+			if err := syscall.Kill(readPid(t, dir+"/sup"), syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			if tc.both {
+				if err := runA.Kill(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if r := wait(t, doneB, "the second run"); r.code != 0 {
+				t.Fatalf("the second run: status %d, stderr %q", r.code, r.stderr)
+			}
+			var running []int
+			for _, pid := range pids {
+				if alive(pid) {
+					running = append(running, pid)
+				}
+			}
+			data, err := os.ReadFile(log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := strconv.Itoa(pids[0])
+			var bStarted bool
+			for line := range strings.Lines(string(data)) {
+				f := strings.Fields(line)
+				switch {
+				case f[0] == "start" && f[1] != a:
+					bStarted = true
+				case bStarted && f[1] == a:
+					t.Fatalf("the first command (pid %s) ran on after the second started: %q", a, line)
+				}
+			}
+			if !bStarted {
+				t.Fatalf("the second command did not start: %q", data)
+			}
+			if len(running) > 0 {
+				t.Fatalf("processes %v of the first command still run after the second ended", running)
+			}
+			wait(t, doneA, "the first run")
+		})
+	}
+}

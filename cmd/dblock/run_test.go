@@ -80,7 +80,19 @@ func TestRunConflict(t *testing.T) {
 			if r.code != tc.want {
 				t.Errorf("run %v on a held key: status %d, want %d (stderr %q)", tc.flags, r.code, tc.want, r.stderr)
 			}
+			if tc.flags[0] == "--no-wait" || tc.flags[1] == "0s" { // --wait 0s is --no-wait
+				// Quiet, as flock -n: a crontab line must not mail the losers.
+				if r.stderr != "" || r.stdout != "" {
+					t.Errorf("run %v on a held key wrote stdout %q, stderr %q; want nothing", tc.flags, r.stdout, r.stderr)
+				}
+				continue
+			}
 			oneErrorLine(t, r, "")
+		}
+		// -v says why.
+		r := cli(t, join("run", flags, "-v", "--key", "busy", "--no-wait", "--conflict-exit", "0", child)...)
+		if r.code != 0 || !strings.Contains(r.stderr, "held by another owner") {
+			t.Errorf("run -v --no-wait on a held key: status %d, stderr %q; want 0 and the reason", r.code, r.stderr)
 		}
 		if exists(marker) {
 			t.Error("the command ran although the lock was held")

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // prSetChildSubreaper is prctl's PR_SET_CHILD_SUBREAPER (linux/prctl.h).
@@ -37,19 +38,31 @@ const groupGrace = time.Second
 // startSupervised starts the command under a supervisor: the dblock binary
 // itself, in a process group of its own, which the kernel signals when
 // dblock run dies by any signal (SIGKILL included). The supervisor starts
-// the command in that group and, when run dies, stops the whole group:
-// SIGTERM, then SIGKILL within groupGrace. It also stops whatever the
-// command left in its group when the command exits, so nothing of the
-// command outlives the lock. A process that leaves the group on purpose
-// (setsid, setpgid) is beyond its reach.
+// the command in that group, tied to itself in turn: the kernel sends the
+// command SIGKILL if the supervisor dies. When run dies, the supervisor
+// stops the whole group: SIGTERM, then SIGKILL within groupGrace. It also
+// stops whatever the command left in its group when the command exits, so
+// nothing of the command outlives the lock.
+//
+// wait returns once the supervisor has ended and its whole group is gone:
+// while the supervisor is a zombie (its pid, the group's id, still ours)
+// run sends SIGKILL to the group, whatever ended the supervisor (SIGKILL
+// included), then waits until no process of the group runs, reaping those
+// that came to it (run is a subreaper: the orphans of a dead supervisor's
+// group come to run, not to init). Only then may run release the lock; a
+// group that does not end keeps it (stuck is called once, after a second).
+// A process that leaves the group on purpose (setsid, setpgid) is beyond
+// its reach.
 //
 // Pdeathsig fires when the thread that started the child ends, so the
-// starting goroutine keeps its thread locked until the child is waited for.
-func startSupervised(cmd *exec.Cmd) (wait func() error, err error) {
+// starting goroutine keeps its thread locked until the child is waited for
+// (golang/go#27505).
+func startSupervised(cmd *exec.Cmd, stuck func()) (wait func() error, err error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
+	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
 	sup := exec.Command(self, append([]string{superviseArg, "--"}, cmd.Args...)...)
 	sup.Path = self
 	sup.Stdin, sup.Stdout, sup.Stderr = cmd.Stdin, cmd.Stdout, cmd.Stderr
@@ -65,7 +78,12 @@ func startSupervised(cmd *exec.Cmd) (wait func() error, err error) {
 			return
 		}
 		started <- nil
-		exited <- sup.Wait()
+		pgid := sup.Process.Pid
+		awaitExit(pgid)
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		err := sup.Wait()
+		awaitGroupGone(pgid, stuck)
+		exited <- err
 	}()
 	if err := <-started; err != nil {
 		return nil, err
@@ -76,6 +94,50 @@ func startSupervised(cmd *exec.Cmd) (wait func() error, err error) {
 		cmd.ProcessState = sup.ProcessState
 		return err
 	}, nil
+}
+
+// pWaitPid is waitid's P_PID (linux/wait.h).
+const pWaitPid = 1
+
+// awaitExit returns once process pid has ended, without reaping it: while
+// it is a zombie, neither its pid nor the process group it leads can be
+// given to another process.
+func awaitExit(pid int) {
+	var info [128]byte // siginfo_t
+	for {
+		_, _, e := syscall.Syscall6(syscall.SYS_WAITID, pWaitPid, uintptr(pid), uintptr(unsafe.Pointer(&info[0])), syscall.WEXITED|syscall.WNOWAIT, 0, 0)
+		if e != syscall.EINTR {
+			return
+		}
+	}
+}
+
+// awaitGroupGone returns once no process of group pgid runs (zombies do
+// not run), reaping the group's zombies that are ours; it calls stuck once
+// if that takes more than a second. Without /proc, the group is gone when
+// kill(-pgid, 0) finds nobody.
+func awaitGroupGone(pgid int, stuck func()) {
+	start := time.Now()
+	for {
+		for {
+			var ws syscall.WaitStatus
+			if pid, err := syscall.Wait4(-pgid, &ws, syscall.WNOHANG, nil); pid <= 0 || err != nil {
+				break
+			}
+		}
+		live, _, ok := groupMembers(pgid)
+		if ok && len(live) == 0 || !ok && syscall.Kill(-pgid, 0) == syscall.ESRCH {
+			return
+		}
+		for _, pid := range live {
+			_ = syscall.Kill(pid, syscall.SIGKILL) // a member that forked meanwhile
+		}
+		if stuck != nil && time.Since(start) > time.Second {
+			stuck()
+			stuck = nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // runSupervisor is the supervisor's main: argv is the command.
@@ -98,15 +160,29 @@ func runSupervisor(argv []string) int {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = os.Environ()
-	if err := cmd.Start(); err != nil {
+	// The command dies with the supervisor (SIGKILL of both, as pkill -9
+	// dblock does, leaves nobody to stop it otherwise), tied to the thread
+	// that starts it: that goroutine keeps it until the command is waited for.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	started := make(chan error, 1)
+	exited := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		exited <- cmd.Wait()
+	}()
+	if err := <-started; err != nil {
 		fmt.Fprintf(os.Stderr, "dblock run: cannot run %s: %v\n", argv[0], err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return exitNotFound
 		}
 		return exitCannotExec
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
 	select {
 	case <-exited:
 		stopGroup(0) // what the command left behind

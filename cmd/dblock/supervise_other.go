@@ -8,16 +8,21 @@ import "os/exec"
 // Linux uses.
 const superviseArg = "__supervise"
 
-// startSupervised starts the command in a process group of its own. Without
-// Linux's PR_SET_PDEATHSIG, the command and its group outlive a dblock run
-// killed by SIGKILL (a clean exit or a caught signal still stops them):
-// bound the command's run time yourself, or keep the TTL short.
-func startSupervised(cmd *exec.Cmd) (wait func() error, err error) {
+// startSupervised starts the command in a process group of its own; wait
+// kills what the command left in its group (on Unix) before it returns.
+// Without Linux's PR_SET_PDEATHSIG, the command and its group outlive a
+// dblock run killed by SIGKILL (a clean exit or a caught signal still stops
+// them): bound the command's run time yourself, or keep the TTL short.
+func startSupervised(cmd *exec.Cmd, _ func()) (wait func() error, err error) {
 	ownProcessGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	return cmd.Wait, nil
+	return func() error {
+		err := cmd.Wait()
+		killGroup(cmd.Process.Pid)
+		return err
+	}, nil
 }
 
 func runSupervisor([]string) int { return exitUsage }
