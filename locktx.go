@@ -89,6 +89,9 @@ func (l *Locker) lockTx(ctx context.Context, tx *sql.Tx, key string, opts []Lock
 	if tx == nil {
 		return nil, fmt.Errorf("%w: nil *sql.Tx", ErrInvalidOption)
 	}
+	if err := ValidatePlainKey(key); err != nil {
+		return nil, err
+	}
 	lc, err := l.lockConfig(key, opts)
 	if err != nil {
 		return nil, err
