@@ -149,7 +149,7 @@ func (p *postgres) Upsert(ctx context.Context, q dialect.Querier, key, owner str
 		return 0, false, err
 	}
 	if !p.portable {
-		return dialect.ScanToken(dialect.QueryRow(ctx, q, p.acquireSQL, key, owner, ttl.Milliseconds(), p.fenceKey, data))
+		return held(dialect.ScanToken(dialect.QueryRow(ctx, q, p.acquireSQL, key, owner, ttl.Milliseconds(), p.fenceKey, data)))
 	}
 	token, ok, err := p.Take(ctx, q, key, owner, ttl, data)
 	if ok || err != nil {
@@ -163,7 +163,16 @@ func (p *postgres) Upsert(ctx context.Context, q dialect.Querier, key, owner str
 
 // Take takes key in place, alone.
 func (p *postgres) Take(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration, data []byte) (int64, bool, error) {
-	return dialect.ScanToken(dialect.QueryRow(ctx, q, p.takeSQL, key, owner, ttl.Milliseconds(), data))
+	return held(dialect.ScanToken(dialect.QueryRow(ctx, q, p.takeSQL, key, owner, ttl.Milliseconds(), data)))
+}
+
+// held reads an acquire that met another transaction's lock on the row
+// (55P03 under the statement's own lock_timeout) as the key being held.
+func held(token int64, ok bool, err error) (int64, bool, error) {
+	if dberr.SQLState(err) == pgLockNotAvailable {
+		return 0, false, nil
+	}
+	return token, ok, err
 }
 
 // Batch implements dialect.Dialect.
@@ -193,6 +202,14 @@ func (p *postgres) takeBatch(ctx context.Context, q dialect.Querier, cs []*diale
 	args = dialect.AppendArgs(args, pc, func(c *dialect.Call) []any { return []any{c.Key, c.Owner} })
 	rows, err := q.QueryContext(ctx, p.takeMany.Text(len(pc)), args...)
 	got, err := dialect.ScanKeyTokens(rows, err)
+	if dberr.SQLState(err) == pgLockNotAvailable {
+		// Another transaction holds one of the rows locked: that key
+		// is held, the others may be free. Ask for each alone.
+		for _, c := range cs {
+			c.Token, c.OK, c.Err = p.Take(ctx, q, c.Key, c.Owner, c.TTL, nil)
+		}
+		return
+	}
 	for _, c := range cs {
 		c.Token, c.OK = got[c.Key]
 		c.Err = err
