@@ -366,8 +366,10 @@ func (m *mysqlDialect) AlreadyApplied(error) bool { return false }
 func (m *mysqlDialect) Kinds() map[string]string {
 	kinds := map[string]string{m.acquireSQL: "upsert", m.takeSQL: "take", m.handoffSQL: "handoff",
 		m.releaseSQL: "release", m.releaseLastSQL: "release"}
-	if m.ti != nil {
-		maps.Copy(kinds, m.ti.Kinds())
+	for _, v := range []*mysqlDialect{m.ti, m.maria} {
+		if v != nil {
+			maps.Copy(kinds, v.Kinds())
+		}
 	}
 	return kinds
 }
