@@ -11,7 +11,11 @@ import (
 )
 
 // TryLock takes key if it is free (or expired, or already held under the same
-// Owner memo), or returns an error wrapping ErrLocked at once.
+// Owner memo), or returns an error wrapping ErrLocked at once: within one
+// statement's round trip, whatever holds the key, a lease holder or another
+// transaction's row lock (LockTx, Lock.Check) alike. On MySQL, which unlike
+// MariaDB cannot bound one statement's row lock wait, a row locked by
+// another transaction still makes it wait, up to innodb_lock_wait_timeout.
 // key must pass ValidatePlainKey: the prefixes of shared locks, semaphores
 // and elections are refused with an error wrapping ErrInvalidKey (this
 // holds for Lock, Do, LockAll and LockTx too).

@@ -2,6 +2,7 @@ package dblock_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"testing"
 	"time"
@@ -10,9 +11,9 @@ import (
 	"github.com/dblockhq/dblock/internal/dbtest"
 )
 
-// TestTryLockDoesNotWaitForLockTx checks that TryLock answers ErrLocked,
-// not a context error, while another transaction holds the key through
-// LockTx, whether that transaction created the key's row or found it in
+// TestTryLockDoesNotWaitForLockTx checks that TryLock and TryLockAll
+// answer ErrLocked, not a context error, while another transaction holds
+// the key through LockTx (Lock waits, bounded by its ctx), whether that transaction created the key's row or found it in
 // place, and that the key is free once that transaction commits: the
 // refused TryLock left nothing running that takes it afterwards.
 func TestTryLockDoesNotWaitForLockTx(t *testing.T) {
@@ -49,14 +50,46 @@ func TestTryLockDoesNotWaitForLockTx(t *testing.T) {
 			if lk != nil {
 				_ = lk.Unlock(ctx)
 			}
+			if m, err := l.TryLockAll(ctx, "a-"+key, key); !errors.Is(err, dblock.ErrLocked) {
+				t.Errorf("TryLockAll(%s) while LockTx holds it: %v, %v; want ErrLocked", key, m, err)
+			}
+			// Lock waits, bounded by its ctx, and holds nothing after.
+			waitCtx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			lk, err = l.Lock(waitCtx, key)
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("Lock(%s) while LockTx holds it: %v, %v; want its ctx's deadline", key, lk, err)
+			}
+			// A waiting Lock gets the key once the transaction commits.
+			type result struct {
+				lk  *dblock.Lock
+				err error
+			}
+			waiting := make(chan result, 1)
+			go func() {
+				lk, err := l.Lock(ctx, key)
+				waiting <- result{lk, err}
+			}()
 			if err := tx.Commit(); err != nil {
 				t.Fatal(err)
 			}
-			// Nothing holds the key now: no statement of the refused call
-			// took it after the transaction ended.
-			if info, err := l.Get(ctx, key); !errors.Is(err, dblock.ErrNotHeld) {
-				t.Errorf("Get(%s) after commit: %+v, %v; want ErrNotHeld", key, info, err)
+			r := <-waiting
+			if r.err != nil {
+				t.Fatalf("Lock(%s) across the commit: %v", key, r.err)
 			}
+			if err := r.lk.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range []string{key, "a-" + key} {
+				if info, err := l.Get(ctx, k); !errors.Is(err, dblock.ErrNotHeld) {
+					t.Errorf("Get(%s) after commit: %+v, %v; want ErrNotHeld", k, info, err)
+				}
+			}
+			if err := tx.Commit(); !errors.Is(err, sql.ErrTxDone) {
+				t.Fatal(err)
+			}
+			// Nothing holds the key now: no statement of a refused call
+			// took it after the transaction ended (checked above).
 			lk, err = l.TryLock(ctx, key)
 			if err != nil {
 				t.Fatalf("TryLock(%s) after commit: %v", key, err)

@@ -60,6 +60,8 @@ type mysqlDialect struct {
 	engine *dialect.EngineProbe
 	ti     *mysqlDialect
 	maria  *mysqlDialect // MariaDB's: acquires that never wait for a row lock
+	// cycleTmpl is cycleMany's text before its lists are filled in.
+	cycleTmpl string
 }
 
 var _ dialect.Dialect = (*mysqlDialect)(nil)
@@ -81,6 +83,7 @@ func New(cfg dialect.Config) dialect.Dialect {
 	m.maria = build(cfg, false)
 	m.maria.takeSQL = mariaNoWait + m.maria.takeSQL
 	m.maria.acquireSQL = mariaNoWait + m.maria.acquireSQL
+	m.maria.cycleMany = dialect.NewSized(func(n int) string { return mariaNoWait + batchSQL(m.cycleTmpl, n, "(?, ?, ?, ?)") })
 	m.engine = dialect.NewEngineProbe(dialect.MySQL)
 	return m
 }
@@ -138,6 +141,7 @@ func build(cfg dialect.Config, tidb bool) *mysqlDialect {
     applied_at DATETIME(6) NOT NULL
 ) ENGINE = InnoDB`
 	cycleMany := queries.Get("cycleMany", r)
+	m.cycleTmpl = cycleMany
 	confirmMany := queries.Get("confirmMany", r)
 	m.cycleMany = dialect.NewSized(func(n int) string { return batchSQL(cycleMany, n, "(?, ?, ?, ?)") })
 	m.confirmMany = dialect.NewSized(func(n int) string { return batchSQL(confirmMany, n, "(?, ?, ?, ?)") })
