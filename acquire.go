@@ -11,12 +11,22 @@ import (
 )
 
 // TryLock takes key if it is free (or expired, or already held under the same
-// Owner memo), or returns an error wrapping ErrLocked at once.
+// Owner memo), or returns an error wrapping ErrLocked at once: within one
+// statement's round trip, whatever holds the key, a lease holder or another
+// transaction's row lock (LockTx, Lock.Check) alike. On MySQL, which unlike
+// MariaDB cannot bound one statement's row lock wait, a row locked by
+// another transaction still makes it wait, up to innodb_lock_wait_timeout.
+// key must pass ValidatePlainKey: the prefixes of shared locks, semaphores
+// and elections are refused with an error wrapping ErrInvalidKey (this
+// holds for Lock, Do, LockAll and LockTx too).
 //
 // A call whose ctx ends while its statement runs returns at once with ctx's
 // error; if the statement takes the key after all, the Locker releases it
 // again (this holds for Lock too).
 func (l *Locker) TryLock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
+	if err := ValidatePlainKey(key); err != nil {
+		return nil, err
+	}
 	return l.call(ctx, key, opts, false, func(ctx context.Context, lc lockConfig) (*Lock, error) {
 		if l.cfg.fifo {
 			lk, _, err := l.tryFIFO(ctx, key, lc)
@@ -85,6 +95,14 @@ func closedErr(ctx context.Context, err error) error {
 // held lock never waits behind the holder's own waiters. WithFIFO orders
 // waiters across processes instead, and turns local handovers off.
 func (l *Locker) Lock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
+	if err := ValidatePlainKey(key); err != nil {
+		return nil, err
+	}
+	return l.lockAny(ctx, key, opts)
+}
+
+// lockAny is Lock of any key, reserved prefixes included (an election's).
+func (l *Locker) lockAny(ctx context.Context, key string, opts []LockOption) (*Lock, error) {
 	return l.call(ctx, key, opts, true, func(ctx context.Context, lc lockConfig) (*Lock, error) {
 		return l.lock(ctx, key, lc)
 	})

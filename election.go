@@ -120,7 +120,7 @@ func (e *Election) Campaign(ctx context.Context, value []byte) (*Term, error) {
 	if e.cfg.ttl > 0 {
 		opts = append(opts, TTL(e.cfg.ttl))
 	}
-	lk, err := e.l.Lock(ctx, e.key, opts...)
+	lk, err := e.l.lockAny(ctx, e.key, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -42,9 +42,11 @@ func (t *TxLock) Token() int64 {
 // tx must be a transaction on the Locker's database; pass tx.Tx for an
 // *sqlx.Tx. LockTx never commits, rolls back or closes tx.
 //
-// Every other acquirer of key (LockTx in another transaction, TryLock,
-// Lock) waits in the database until tx ends, so bound a TryLock by its ctx;
-// how that works is in docs/design.md ("Locks inside transactions").
+// Until tx ends, LockTx in another transaction waits for it in the
+// database; TryLock, TryLockAll and TryLockTx return ErrLocked at once, and
+// Lock waits (polling, bounded by its ctx) without a statement parked on
+// tx's row lock; how that works is in docs/design.md ("Locks inside
+// transactions").
 //
 // Errors: when ctx ends the error wraps ctx.Err(); a deadlock or
 // serialization failure wraps ErrDeadlock, a database lock-wait limit wraps
@@ -88,6 +90,9 @@ func (l *Locker) TryLockTx(ctx context.Context, tx *sql.Tx, key string, opts ...
 func (l *Locker) lockTx(ctx context.Context, tx *sql.Tx, key string, opts []LockOption, wait bool) (*TxLock, error) {
 	if tx == nil {
 		return nil, fmt.Errorf("%w: nil *sql.Tx", ErrInvalidOption)
+	}
+	if err := ValidatePlainKey(key); err != nil {
+		return nil, err
 	}
 	lc, err := l.lockConfig(key, opts)
 	if err != nil {

@@ -120,10 +120,10 @@ func TestLockTxVersusLease(t *testing.T) {
 	})
 }
 
-func TestTryLockWaitsForTxLock(t *testing.T) {
+func TestTryLockFailsFastOnTxLock(t *testing.T) {
 	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		ctx := testCtx(t)
-		l, db, table := dbtest.Locker(t, d)
+		l, db, _ := dbtest.Locker(t, d)
 		tx := begin(t, db)
 		txl, err := l.LockTx(ctx, tx, "k")
 		if err != nil {
@@ -136,33 +136,19 @@ func TestTryLockWaitsForTxLock(t *testing.T) {
 		if err := other.Rollback(); err != nil {
 			t.Fatal(err)
 		}
-		var committed atomic.Bool
-		type result struct {
-			lk  *dblock.Lock
-			err error
+		// TryLock does not wait for the transaction: ErrLocked at once,
+		// then the key once the transaction commits.
+		if lk, err := l.TryLock(ctx, "k"); !errors.Is(err, dblock.ErrLocked) {
+			t.Fatalf("TryLock against a transaction's lock = %v, %v; want ErrLocked", lk, err)
 		}
-		got := make(chan result, 1)
-		go func() {
-			lk, err := l.TryLock(ctx, "k")
-			if err == nil && !committed.Load() {
-				err = errors.New("TryLock succeeded while a transaction held the key")
-			}
-			got <- result{lk, err}
-		}()
-		waitBlocked(t, db, d, table)
-		select {
-		case r := <-got:
-			t.Fatalf("TryLock returned while the transaction held the key: %v", r.err)
-		default:
-		}
-		committed.Store(true)
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
-		r := <-got
-		if r.err != nil {
-			t.Fatal(r.err)
+		lk, err := l.TryLock(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
 		}
+		r := struct{ lk *dblock.Lock }{lk}
 		if r.lk.Token() <= txl.Token() {
 			t.Fatalf("lease token %d not above tx token %d", r.lk.Token(), txl.Token())
 		}

@@ -40,7 +40,7 @@ func (l *Locker) takeAll(ctx context.Context, keys []string,
 		return nil, fmt.Errorf("%w: no keys", ErrInvalidKey)
 	}
 	for _, k := range keys {
-		if err := ValidateKey(k); err != nil {
+		if err := ValidatePlainKey(k); err != nil {
 			return nil, err
 		}
 	}

@@ -196,13 +196,15 @@ func TestReapMissingTable(t *testing.T) {
 	})
 }
 
-// On PostgreSQL a reap batch never runs while an upsert is in flight: the
-// upsert drew its insert token before it waited on the row, and a delete
-// committed during that wait would let it insert an older token. The reap
-// gives up (ErrLockTimeout) instead, and the key keeps its row. (An acquire
-// runs the upsert when its update in place took nothing: here the key is
-// held. TestReapSkipsTxLock shows that an open transaction alone does not
-// stop a reap.)
+// On PostgreSQL an upsert holds the table's reap fence while it runs: it
+// draws its insert token before it reaches the row, and a delete committed
+// in between would let it insert an older token. An acquire no longer
+// waits on a row lock another transaction holds (it answers "held" at
+// once), so none holds the fence for long: a reap meeting a locked row
+// skips it and returns, and the key keeps its row. (An acquire runs the
+// upsert when its update in place took nothing: here the key is held.
+// TestReapSkipsTxLock shows that an open transaction alone does not stop
+// a reap.)
 func TestPostgresReapWaitsForAcquires(t *testing.T) {
 	d := dblock.Postgres
 	l, db, table := dbtest.Locker(t, d)
@@ -217,33 +219,23 @@ func TestPostgresReapWaitsForAcquires(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := lockerOn(t, dbtest.Open(t, d), table)
-	got := make(chan *dblock.Lock, 1)
-	go func() {
-		lk, err := other.TryLock(ctx, "k") // waits on tx's row lock
-		if err != nil {
-			t.Error(err)
-		}
-		got <- lk
-	}()
-	waitUntil(t, "the acquire waits on the row lock", func() bool {
-		var n int
-		_ = db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO "`+table+`"%'`).Scan(&n)
-		return n == 1
-	})
-	if n, err := l.Reap(ctx); !errors.Is(err, dblock.ErrLockTimeout) || n != 0 {
-		t.Fatalf("Reap during an acquire = %d, %v; want 0, ErrLockTimeout", n, err)
+	if lk, err := other.TryLock(ctx, "k"); !errors.Is(err, dblock.ErrLocked) {
+		t.Fatalf("TryLock while the row is locked: %v, %v; want ErrLocked", lk, err)
 	}
-	// The row is released while the upsert waits (as if first's lease had
-	// run out): the upsert then takes it over.
+	if n, err := l.Reap(ctx); err != nil || n != 0 {
+		t.Fatalf("Reap while the row is locked = %d, %v; want 0, nil", n, err)
+	}
+	// The row is released (as if first's lease had run out): the next
+	// acquire takes it over.
 	if _, err := tx.ExecContext(ctx, `UPDATE "`+table+`" SET depth = 0, memo = '' WHERE key_id = 'k'`); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	lk := <-got
-	if lk == nil || lk.Token() <= first.Token() {
-		t.Fatalf("acquire after the reap attempt: %v", lk)
+	lk := mustLock(t)(other.TryLock(ctx, "k"))
+	if lk.Token() <= first.Token() {
+		t.Fatalf("token %d after %d: tokens went back", lk.Token(), first.Token())
 	}
 	if err := first.Unlock(ctx); !errors.Is(err, dblock.ErrNotHeld) {
 		t.Fatalf("first.Unlock after the takeover = %v, want ErrNotHeld", err)

@@ -91,7 +91,7 @@ type singleton struct {
 }
 
 func (s *singleton) configure(opts []SingletonOption) error {
-	if err := ValidateKey(s.name); err != nil {
+	if err := ValidatePlainKey(s.name); err != nil {
 		return err
 	}
 	s.cfg = singletonConfig{atMost: s.l.TTL()}

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/dblockhq/dblock"
-	"github.com/dblockhq/dblock/internal/dbtest"
-	"github.com/dblockhq/dblock/internal/dialect"
 )
 
 // sqlFor rewrites a test statement for d: {t} becomes the quoted table and
@@ -55,31 +53,6 @@ func eventually(t *testing.T, limit, period time.Duration, what string, cond fun
 		}
 		<-tick.C
 	}
-}
-
-// waitBlocked waits until some session is waiting for a row lock while
-// running a statement on table. InnoDB refreshes innodb_trx only when it was
-// not read for 100 ms, hence the slower polling there.
-func waitBlocked(t *testing.T, db *sql.DB, d dblock.Dialect, table string) {
-	t.Helper()
-	q := `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`
-	period := 5 * time.Millisecond
-	if d == dblock.MySQL {
-		q = `SELECT count(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE ?`
-		period = 150 * time.Millisecond
-		if dbtest.Engine(t, db, d) == dialect.EngineTiDB {
-			// TiDB lists an autocommit statement that waits for a lock
-			// (at its commit) in the process list, by its text.
-			q = `SELECT count(*) FROM information_schema.processlist WHERE command IN ('Query', 'Execute') AND info LIKE ? AND info NOT LIKE '%processlist%'`
-		}
-	}
-	eventually(t, 10*time.Second, period, "a session blocked on a row lock", func() bool {
-		var n int
-		if err := db.QueryRow(q, "%"+table+"%").Scan(&n); err != nil {
-			t.Fatalf("waitBlocked: %v", err)
-		}
-		return n > 0
-	})
 }
 
 func begin(t *testing.T, db *sql.DB) *sql.Tx {

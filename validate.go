@@ -35,6 +35,43 @@ func ValidateKey(key string) error {
 	return validateText("key", key, MaxKeyLen)
 }
 
+// reservedPrefixes start the keys of the rows dblock names itself: shared
+// locks (RLock, WLock), semaphores and elections. They are part of the
+// table's format, shared by every dblock version, and no plain key starts
+// with one.
+var reservedPrefixes = []string{rwPrefix, semaphorePrefix, electionPrefix}
+
+// ValidatePlainKey reports why key cannot name a plain lock (Lock, TryLock,
+// Do, LockTx, TryLockTx, LockAll, TryLockAll), or nil if it can: the reasons
+// of ValidateKey, or a key that starts with a prefix reserved for the rows of
+// shared locks ("rw/"), semaphores ("semaphore/") or elections
+// ("election/"), which a plain lock would otherwise share. Get and
+// ForceUnlock accept such keys, to inspect or break those rows by hand. The
+// error wraps ErrInvalidKey.
+func ValidatePlainKey(key string) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	for _, p := range reservedPrefixes {
+		if strings.HasPrefix(key, p) {
+			return fmt.Errorf("%w: key %q starts with %q, reserved for %s", ErrInvalidKey, key, p, reservedFor(p))
+		}
+	}
+	return nil
+}
+
+// reservedFor says what a reserved prefix names, and how to reach it.
+func reservedFor(prefix string) string {
+	switch prefix {
+	case rwPrefix:
+		return "shared locks (use RLock, WLock)"
+	case semaphorePrefix:
+		return "semaphores (use NewSemaphore)"
+	default:
+		return "elections (use NewElection)"
+	}
+}
+
 func validateText(what, s string, max int) error {
 	switch {
 	case s == "":

@@ -61,7 +61,7 @@ func parseRun(a *app, args []string) (*common, runFlags, error) {
 	case r.conflict < 0 || r.conflict > 255:
 		return nil, r, exitf(exitUsage, "--conflict-exit %d is not an exit status (0..255)", r.conflict)
 	}
-	if err := dblock.ValidateKey(r.key); err != nil {
+	if err := dblock.ValidatePlainKey(r.key); err != nil {
 		return nil, r, exitErr(exitUsage, err)
 	}
 	if r.waitSet && r.wait == 0 {

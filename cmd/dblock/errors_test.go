@@ -52,6 +52,8 @@ func TestBadInput(t *testing.T) {
 		{"run wait and no-wait", nil, []string{"run", "--dsn", pg, "--key", "k", "--wait", "1s", "--no-wait", "--", "true"}, exitUsage},
 		{"run bad conflict status", nil, []string{"run", "--dsn", pg, "--key", "k", "--conflict-exit", "300", "--", "true"}, exitUsage},
 		{"run empty key", nil, []string{"run", "--dsn", pg, "--key", "", "--", "true"}, exitUsage},
+		{"run election key", nil, []string{"run", "--dsn", pg, "--key", "election/X", "--", "true"}, exitUsage},
+		{"run semaphore key", nil, []string{"run", "--dsn", pg, "--key", "semaphore/s/0", "--", "true"}, exitUsage},
 		{"reap bad schedule", nil, []string{"reap", "--dsn", pg, "--schedule", "every tuesday"}, exitUsage},
 		{"unlock two keys", nil, []string{"unlock", "--force", "--dsn", pg, "a", "b"}, exitUsage},
 		{"demo no workers", nil, []string{"demo", "--dsn", pg, "--workers", "0"}, exitUsage},

@@ -30,6 +30,9 @@ func (b myBatch) Many(ctx context.Context, q dialect.Querier, cs []*dialect.Call
 // (the acquire goes on through the upsert); a release not done runs alone
 // (its key may be held deeper, or lost: then it reports false).
 func (m *mysqlDialect) batch(ctx context.Context, q dialect.Querier, cs []*dialect.Call) {
+	if v, err := m.on(ctx, q); err == nil {
+		m = v // MariaDB's cycleMany does not wait for row locks
+	}
 	dialect.SortByKey(cs)
 	pc := dialect.Padded(cs)
 	var ms int64
@@ -50,6 +53,19 @@ func (m *mysqlDialect) batch(ctx context.Context, q dialect.Querier, cs []*diale
 	})
 	var done map[string]bool
 	res, err := q.ExecContext(ctx, m.cycleMany.Text(len(pc)), args...)
+	if err != nil && lockedErr(err) == nil {
+		// Another transaction holds one of the rows locked (mariaNoWait):
+		// that call's key is held or busy, the others may not be. Each
+		// runs alone.
+		for _, c := range cs {
+			if c.Release {
+				c.OK, c.Freed, c.Err = m.Release(ctx, q, c.Key, c.Owner, c.Token)
+			} else {
+				c.Token, c.OK, c.Err = m.Take(ctx, q, c.Key, c.Owner, c.TTL, nil)
+			}
+		}
+		return
+	}
 	var changed int64
 	if err == nil {
 		changed, err = res.RowsAffected()

@@ -59,6 +59,9 @@ type mysqlDialect struct {
 	// (nil in ti itself).
 	engine *dialect.EngineProbe
 	ti     *mysqlDialect
+	maria  *mysqlDialect // MariaDB's: acquires that never wait for a row lock
+	// cycleTmpl is cycleMany's text before its lists are filled in.
+	cycleTmpl string
 }
 
 var _ dialect.Dialect = (*mysqlDialect)(nil)
@@ -77,9 +80,22 @@ const myExpired = `update_time + INTERVAL lease_ms * 1000 MICROSECOND <= UTC_TIM
 func New(cfg dialect.Config) dialect.Dialect {
 	m := build(cfg, false)
 	m.ti = build(cfg, true)
+	m.maria = build(cfg, false)
+	m.maria.takeSQL = mariaNoWait + m.maria.takeSQL
+	m.maria.acquireSQL = mariaNoWait + m.maria.acquireSQL
+	m.maria.cycleMany = dialect.NewSized(func(n int) string { return mariaNoWait + batchSQL(m.cycleTmpl, n, "(?, ?, ?, ?)") })
 	m.engine = dialect.NewEngineProbe(dialect.MySQL)
 	return m
 }
+
+// mariaNoWait makes an acquire on MariaDB fail at once with 1205, read as
+// "held", when another transaction holds the key's row locked (LockTx, a
+// write in flight) or is inserting it, instead of waiting for it: no
+// acquire is then left waiting to take the key after its caller gave up
+// (the driver drops a cancelled statement's connection, not its
+// statement). MySQL has no SET STATEMENT, and its lowest
+// innodb_lock_wait_timeout is 1 s.
+const mariaNoWait = "SET STATEMENT innodb_lock_wait_timeout = 0 FOR "
 
 // build returns the statements of cfg.Table for MySQL and MariaDB, or with
 // tidb for TiDB.
@@ -125,6 +141,7 @@ func build(cfg dialect.Config, tidb bool) *mysqlDialect {
     applied_at DATETIME(6) NOT NULL
 ) ENGINE = InnoDB`
 	cycleMany := queries.Get("cycleMany", r)
+	m.cycleTmpl = cycleMany
 	confirmMany := queries.Get("confirmMany", r)
 	m.cycleMany = dialect.NewSized(func(n int) string { return batchSQL(cycleMany, n, "(?, ?, ?, ?)") })
 	m.confirmMany = dialect.NewSized(func(n int) string { return batchSQL(confirmMany, n, "(?, ?, ?, ?)") })
@@ -139,10 +156,14 @@ func (m *mysqlDialect) TakesInPlace() bool { return true }
 
 // Take takes key in place, alone.
 func (m *mysqlDialect) Take(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration, data []byte) (int64, bool, error) {
+	m, err := m.on(ctx, q)
+	if err != nil {
+		return 0, false, err
+	}
 	ms := ttl.Milliseconds()
 	res, err := q.ExecContext(ctx, m.takeSQL, owner, ms, data, key)
 	if err != nil {
-		return 0, false, err
+		return 0, false, lockedErr(err)
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return 0, false, err
@@ -163,10 +184,23 @@ func (m *mysqlDialect) on(ctx context.Context, q dialect.Querier) (*mysqlDialect
 	if err != nil {
 		return nil, err
 	}
-	if e == dialect.EngineTiDB {
+	switch {
+	case e == dialect.EngineTiDB:
 		return m.ti, nil
+	case e == dialect.EngineMariaDB && m.maria != nil:
+		return m.maria, nil
 	}
 	return m, nil
+}
+
+// lockedErr returns nil for an acquire's lock wait timeout (the row is
+// held by another transaction; see mariaNoWait), err otherwise.
+func lockedErr(err error) error {
+	var me *driver.MySQLError
+	if errors.As(err, &me) && (me.Number == erLockWaitTimeout || me.Number == erLockNowait) {
+		return nil
+	}
+	return err
 }
 
 // Upsert implements dialect.Dialect.
@@ -184,7 +218,7 @@ func (m *mysqlDialect) Upsert(ctx context.Context, q dialect.Querier, key, owner
 		owner, ms, ms, // lease_ms
 		owner) // update_time
 	if err != nil {
-		return 0, false, err
+		return 0, false, lockedErr(err)
 	}
 	token, err := res.LastInsertId()
 	if err != nil || token <= 0 { // -1: held by another owner
@@ -336,8 +370,10 @@ func (m *mysqlDialect) AlreadyApplied(error) bool { return false }
 func (m *mysqlDialect) Kinds() map[string]string {
 	kinds := map[string]string{m.acquireSQL: "upsert", m.takeSQL: "take", m.handoffSQL: "handoff",
 		m.releaseSQL: "release", m.releaseLastSQL: "release"}
-	if m.ti != nil {
-		maps.Copy(kinds, m.ti.Kinds())
+	for _, v := range []*mysqlDialect{m.ti, m.maria} {
+		if v != nil {
+			maps.Copy(kinds, v.Kinds())
+		}
 	}
 	return kinds
 }

@@ -149,7 +149,8 @@ func (p *postgres) Upsert(ctx context.Context, q dialect.Querier, key, owner str
 		return 0, false, err
 	}
 	if !p.portable {
-		return dialect.ScanToken(dialect.QueryRow(ctx, q, p.acquireSQL, key, owner, ttl.Milliseconds(), p.fenceKey, data))
+		token, ok, err := dialect.ScanToken(dialect.QueryRow(ctx, q, p.acquireSQL, key, owner, ttl.Milliseconds(), p.fenceKey, data))
+		return held(ctx, token, ok, err)
 	}
 	token, ok, err := p.Take(ctx, q, key, owner, ttl, data)
 	if ok || err != nil {
@@ -163,7 +164,33 @@ func (p *postgres) Upsert(ctx context.Context, q dialect.Querier, key, owner str
 
 // Take takes key in place, alone.
 func (p *postgres) Take(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration, data []byte) (int64, bool, error) {
-	return dialect.ScanToken(dialect.QueryRow(ctx, q, p.takeSQL, key, owner, ttl.Milliseconds(), data))
+	token, ok, err := dialect.ScanToken(dialect.QueryRow(ctx, q, p.takeSQL, key, owner, ttl.Milliseconds(), data))
+	return held(ctx, token, ok, err)
+}
+
+// held reads an acquire that met another transaction's lock on the row
+// (55P03 under the statement's own lock_timeout) as the key being held.
+func held(ctx context.Context, token int64, ok bool, err error) (int64, bool, error) {
+	if lockBusy(ctx, err) {
+		return 0, false, nil
+	}
+	return token, ok, err
+}
+
+// lockBusy reports whether err ended an acquire that met a row lock of
+// another transaction: 55P03, or 57014 ("canceling statement due to user
+// request") while ctx lives, which a contended acquire under its 1 ms
+// lock_timeout was seen to report once (TestUnlockOutcomeUnderContention)
+// and which no cancellation of ours explains. Either way the statement
+// did nothing.
+func lockBusy(ctx context.Context, err error) bool {
+	switch dberr.SQLState(err) {
+	case pgLockNotAvailable:
+		return true
+	case pgQueryCanceled:
+		return ctx.Err() == nil
+	}
+	return false
 }
 
 // Batch implements dialect.Dialect.
@@ -193,6 +220,14 @@ func (p *postgres) takeBatch(ctx context.Context, q dialect.Querier, cs []*diale
 	args = dialect.AppendArgs(args, pc, func(c *dialect.Call) []any { return []any{c.Key, c.Owner} })
 	rows, err := q.QueryContext(ctx, p.takeMany.Text(len(pc)), args...)
 	got, err := dialect.ScanKeyTokens(rows, err)
+	if lockBusy(ctx, err) {
+		// Another transaction holds one of the rows locked: that key
+		// is held, the others may be free. Ask for each alone.
+		for _, c := range cs {
+			c.Token, c.OK, c.Err = p.Take(ctx, q, c.Key, c.Owner, c.TTL, nil)
+		}
+		return
+	}
 	for _, c := range cs {
 		c.Token, c.OK = got[c.Key]
 		c.Err = err

@@ -5,7 +5,11 @@
 -- name: acquire
 -- The acquire holds the table's reap fence (a shared advisory lock, to the
 -- end of its transaction) before it draws the insert token; see reap.
-WITH fence AS (SELECT pg_advisory_xact_lock_shared($4))
+-- Then it sets lock_timeout for the rest of its own transaction (the
+-- statement), so that a row lock or an uncommitted insert of another
+-- transaction (LockTx) fails it at once with 55P03, read as "held",
+-- instead of keeping it waiting; see take.
+WITH fence AS (SELECT pg_advisory_xact_lock_shared($4), set_config('lock_timeout', '1ms', true))
 INSERT INTO {t} AS l (key_id, memo, depth, token, lease_ms, update_time, acquired_time, data)
 SELECT $1, $2, 1, nextval('{seq}'), $3, statement_timestamp(), statement_timestamp(), $5::bytea FROM fence
 ON CONFLICT (key_id) DO UPDATE SET
@@ -23,7 +27,12 @@ RETURNING token
 -- takeSQL is the acquire of a key whose row is in place (a key in use:
 -- released rows stay until reaped). It is the upsert's DO UPDATE alone,
 -- without the upsert's speculative-insert check and tuple lock, and it
--- needs no reap fence: the token is drawn on the locked row.
+-- needs no reap fence: the token is drawn on the locked row. The
+-- one-row FROM sets lock_timeout for the statement's own transaction
+-- before any row is locked: a row another transaction holds locked (a
+-- LockTx, a write in flight) fails the take with 55P03 at once, read as
+-- "held", so no take waits for a transaction, and none is left waiting
+-- to take the key after its caller gave up.
 UPDATE {t} AS l SET
   memo = $2,
   data = CASE WHEN l.depth = 0 OR {expired} THEN $4::bytea ELSE COALESCE($4::bytea, l.data) END,
@@ -32,6 +41,7 @@ UPDATE {t} AS l SET
   lease_ms = CASE WHEN l.depth = 0 OR {expired} THEN $3 ELSE GREATEST(l.lease_ms, $3) END,
   update_time = statement_timestamp(),
   acquired_time = CASE WHEN l.depth = 0 OR {expired} THEN statement_timestamp() ELSE l.acquired_time END
+FROM (SELECT set_config('lock_timeout', '1ms', true)) AS nowait
 WHERE l.key_id = $1 AND (l.depth = 0 OR {expired} OR l.memo = $2)
 RETURNING l.token
 
@@ -62,7 +72,7 @@ UPDATE {t} AS l SET
   lease_ms = CASE WHEN l.depth = 0 OR {expired} THEN $1 ELSE GREATEST(l.lease_ms, $1) END,
   update_time = statement_timestamp(),
   acquired_time = CASE WHEN l.depth = 0 OR {expired} THEN statement_timestamp() ELSE l.acquired_time END
-FROM (VALUES {rows}) AS b(key_id, owner)
+FROM (VALUES {rows}) AS b(key_id, owner), (SELECT set_config('lock_timeout', '1ms', true)) AS nowait
 WHERE l.key_id = b.key_id AND (l.depth = 0 OR {expired} OR l.memo = b.owner)
 RETURNING l.key_id, l.token
 

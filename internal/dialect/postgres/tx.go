@@ -125,6 +125,7 @@ const (
 	pgDeadlock         = "40P01"
 	pgSerialization    = "40001"
 	pgLockNotAvailable = "55P03"
+	pgQueryCanceled    = "57014"
 )
 
 func (p *postgres) TxErr(err error) error {
