@@ -317,3 +317,12 @@ func FineClock(l *Locker) (made, stopped bool) {
 	defer c.mu.Unlock()
 	return true, c.closed
 }
+
+// WarnEvery sets how often a Locker logs warnings of one kind; 0 logs
+// every one, for tests that count repeats.
+func WarnEvery(d time.Duration) Option {
+	return func(c *config) error {
+		c.warnEvery = d
+		return nil
+	}
+}
