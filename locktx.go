@@ -73,8 +73,8 @@ func (t *TxLock) Token() int64 {
 // until tx is), so there is no holder for them to read. Showing it would
 // need them to probe row locks, which takes locks in turn (a read would
 // then delay acquirers) and differs by engine; they stay plain reads.
-// To see such holders, look at the database's own lock views
-// (pg_locks, performance_schema.data_locks) for the lock table.
+// To see such holders, ask the database about the lock table's row locks
+// (PostgreSQL's pgrowlocks extension, MySQL's performance_schema.data_locks).
 func (l *Locker) LockTx(ctx context.Context, tx *sql.Tx, key string, opts ...LockOption) (*TxLock, error) {
 	if err := l.usable(); err != nil {
 		return nil, err
