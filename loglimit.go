@@ -59,6 +59,9 @@ func (s *warnState) admit(k warnKind, now time.Time) (bool, int) {
 				delete(s.kinds, k)
 			}
 		}
+		if len(s.kinds) >= maxWarnKinds { // all recent and repeated: forget their counts
+			clear(s.kinds)
+		}
 	}
 	s.kinds[k] = &warnSeen{logged: now}
 	return true, 0

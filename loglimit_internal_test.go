@@ -81,3 +81,17 @@ func TestWarnLimiter(t *testing.T) {
 		}
 	}
 }
+
+// The limiter remembers at most maxWarnKinds kinds.
+func TestWarnLimiterBounded(t *testing.T) {
+	s := &warnState{every: time.Minute, kinds: map[warnKind]*warnSeen{}}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 3 * maxWarnKinds {
+		k := warnKind{msg: "down", key: string(rune('a' + i%26)) + time.Duration(i).String()}
+		s.admit(k, t0)
+		s.admit(k, t0) // repeated: counted, so not the first to be forgotten
+		if len(s.kinds) > maxWarnKinds {
+			t.Fatalf("%d kinds remembered after %d", len(s.kinds), i+1)
+		}
+	}
+}

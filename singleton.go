@@ -13,7 +13,8 @@ import (
 // JobFunc is a cron job that takes a context. Wrapped by Singleton, it
 // receives a context that is cancelled, with a cause wrapping ErrLockLost,
 // when its lock is lost: when it runs past LockAtMostFor, or when the lock is
-// broken by hand. Its error is logged by Singleton. Run outside Singleton, it
+// broken by hand. Its error is logged by Singleton (and handed to
+// OnJobError's function). Run outside Singleton, it
 // gets context.Background() and its error is dropped.
 type JobFunc func(ctx context.Context) error
 
