@@ -87,7 +87,7 @@ func TestWarnLimiterBounded(t *testing.T) {
 	s := &warnState{every: time.Minute, kinds: map[warnKind]*warnSeen{}}
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := range 3 * maxWarnKinds {
-		k := warnKind{msg: "down", key: string(rune('a' + i%26)) + time.Duration(i).String()}
+		k := warnKind{msg: "down", key: string(rune('a'+i%26)) + time.Duration(i).String()}
 		s.admit(k, t0)
 		s.admit(k, t0) // repeated: counted, so not the first to be forgotten
 		if len(s.kinds) > maxWarnKinds {
