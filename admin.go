@@ -47,7 +47,10 @@ func lockInfo(i dialect.Info) LockInfo {
 		ExpiresIn: i.ExpiresIn, AcquiredAt: i.AcquiredAt, ExpiresAt: i.ExpiresAt, data: string(i.Data)}
 }
 
-// List returns the locks held in the table, by any process, sorted by key.
+// List returns the locks held in the table, by any process, sorted by key:
+// leases (Lock, TryLock and the primitives built on them). Keys held by a
+// transaction through LockTx are not among them, nor are they shown by Get
+// or dblock ls: see LockTx.
 func (l *Locker) List(ctx context.Context) ([]LockInfo, error) {
 	if err := l.usable(); err != nil {
 		return nil, err
@@ -65,7 +68,9 @@ func (l *Locker) List(ctx context.Context) ([]LockInfo, error) {
 
 // Get returns key's holder, by any process: owner, token, data, when it
 // was taken and when its lease ends, by the database's clock. It returns
-// an error wrapping ErrNotHeld when no live lock holds key.
+// an error wrapping ErrNotHeld when no live lock holds key. It reads
+// leases only: a key held by a transaction through LockTx reads as not
+// held (see LockTx), though acquiring it waits for that transaction.
 func (l *Locker) Get(ctx context.Context, key string) (LockInfo, error) {
 	if err := l.usable(); err != nil {
 		return LockInfo{}, err

@@ -78,7 +78,7 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 		return nil, err
 	}
 	l := &Locker{
-		db: db, d: d, dialect: name, cfg: c, log: c.logger,
+		db: db, d: d, dialect: name, cfg: c, log: limitWarnings(c.logger, c.warnEvery),
 		id:       newOwner()[len(ownerPrefix):][:16],
 		stmts:    dialect.NewStmtCache(db),
 		held:     make(map[*Lock]struct{}),

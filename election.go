@@ -147,8 +147,9 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // change of leader or of its value, in order and without repeats, until
 // ctx ends or the Locker closes; then it is closed. It reads the election
 // every ObserveInterval, so changes closer together than that may arrive
-// as one. A time without a leader sends nothing. A slow reader delays
-// the reads, never misses the latest state.
+// as one. A time without a leader, at the start or when a term ends with
+// no successor yet, is received as the zero Leader, whose None reports
+// true. A slow reader delays the reads, never misses the latest state.
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	ch := make(chan Leader)
 	if e.usable() != nil || !e.l.spawn(func() { e.observe(ctx, ch) }) {
@@ -162,19 +163,23 @@ func (e *Election) observe(ctx context.Context, ch chan<- Leader) {
 	ctx, stop := e.l.closable(ctx) // Close ends a read in flight too
 	defer stop()
 	var last Leader
+	sent := false // last was sent
 	t := time.NewTicker(e.cfg.poll)
 	defer t.Stop()
 	for {
 		cur, err := e.Leader(ctx)
+		if errors.Is(err, ErrNoLeader) {
+			cur, err = Leader{}, nil
+		}
 		switch {
-		case err == nil && (cur.Token != last.Token || !bytes.Equal(cur.Value, last.Value)):
+		case err == nil && (!sent || cur.Token != last.Token || !bytes.Equal(cur.Value, last.Value)):
 			select {
 			case ch <- cur:
-				last = cur
+				last, sent = cur, true
 			case <-ctx.Done():
 				return
 			}
-		case err != nil && !errors.Is(err, ErrNoLeader) && ctx.Err() == nil:
+		case err != nil && ctx.Err() == nil:
 			e.l.log.Debug("dblock: observing an election", "election", e.name, "err", err)
 		}
 		select {
@@ -193,6 +198,11 @@ type Leader struct {
 	// renewed, by the database's clock (UTC).
 	Since, ExpiresAt time.Time
 }
+
+// None reports whether ld stands for no leader: it is the zero Leader,
+// which Observe sends while the election has none. A term's token is
+// never 0.
+func (ld Leader) None() bool { return ld.Token == 0 }
 
 // Term is one leadership: this caller leads until Resign, until its Locker
 // closes, or until the lock behind it is lost (Done closes, Err says why).

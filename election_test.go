@@ -52,6 +52,9 @@ func TestElection(t *testing.T) {
 			}
 			return dblock.Leader{}
 		}
+		if ld := next("no leader"); !ld.None() || ld.Value != nil || !ld.Since.IsZero() {
+			t.Fatalf("observed %+v before any campaign, want no leader", ld)
+		}
 		t1, err := es[0].Campaign(ctx, []byte("node-a"))
 		if err != nil {
 			t.Fatal(err)
@@ -91,7 +94,11 @@ func TestElection(t *testing.T) {
 		if t2.Token() <= t1.Token() {
 			t.Errorf("second term's token %d, not above %d", t2.Token(), t1.Token())
 		}
-		if ld := next("the second leader"); string(ld.Value) != "node-b" || ld.Token != t2.Token() {
+		ld := next("the second leader")
+		if ld.None() { // read between the terms
+			ld = next("the second leader")
+		}
+		if string(ld.Value) != "node-b" || ld.Token != t2.Token() {
 			t.Fatalf("observed %+v, want node-b with token %d", ld, t2.Token())
 		}
 		if err := t1.Proclaim(ctx, []byte("stale")); !errors.Is(err, dblock.ErrNotHeld) {
@@ -99,6 +106,9 @@ func TestElection(t *testing.T) {
 		}
 		if err := t2.Resign(ctx); err != nil {
 			t.Fatal(err)
+		}
+		if ld := next("the end of the last term"); !ld.None() {
+			t.Fatalf("observed %+v after the last term, want no leader", ld)
 		}
 		stop()
 		for ld := range seen {
@@ -189,6 +199,44 @@ func TestElectionBadInput(t *testing.T) {
 	}
 }
 
+// Observe says when there is no leader: at the start, and when a term
+// ends with no successor.
+func TestObserveNoLeader(t *testing.T) {
+	ctx := ctxT(t, time.Minute)
+	l, _, _ := dbtest.Locker(t, dblock.SQLite)
+	e, err := dblock.NewElection(l, "gap", dblock.ObserveInterval(10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := e.Observe(ctx)
+	next := func(what string) dblock.Leader {
+		t.Helper()
+		select {
+		case ld := <-seen:
+			return ld
+		case <-ctx.Done():
+			t.Fatalf("Observe never saw %s", what)
+		}
+		return dblock.Leader{}
+	}
+	if ld := next("no leader at the start"); !ld.None() || ld.Value != nil || !ld.Since.IsZero() || !ld.ExpiresAt.IsZero() {
+		t.Fatalf("observed %+v at the start, want the zero Leader", ld)
+	}
+	term, err := e.Campaign(ctx, []byte("node-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ld := next("the leader"); ld.None() || ld.Token != term.Token() {
+		t.Fatalf("observed %+v, want token %d", ld, term.Token())
+	}
+	if err := term.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ld := next("no leader after the term"); !ld.None() {
+		t.Fatalf("observed %+v after the term ended, want no leader", ld)
+	}
+}
+
 // Observe's channel closes when its Locker closes, and Close waits for it.
 func TestObserveEndsWithLocker(t *testing.T) {
 	l, _, _ := dbtest.Locker(t, dblock.SQLite)
@@ -201,7 +249,9 @@ func TestObserveEndsWithLocker(t *testing.T) {
 		t.Fatal(err)
 	}
 	for ld := range seen {
-		t.Errorf("observed %+v with no leader", ld)
+		if !ld.None() {
+			t.Errorf("observed %+v with no leader", ld)
+		}
 	}
 	if _, ok := <-e.Observe(context.Background()); ok {
 		t.Error("Observe on a closed Locker delivered a leader")

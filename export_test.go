@@ -351,3 +351,12 @@ func (h *handoffHook) QueryRowContext(ctx context.Context, q string, args ...any
 	h.before(q, args)
 	return h.Querier.QueryRowContext(ctx, q, args...)
 }
+
+// WarnEvery sets how often a Locker logs warnings of one kind; 0 logs
+// every one, for tests that count repeats.
+func WarnEvery(d time.Duration) Option {
+	return func(c *config) error {
+		c.warnEvery = d
+		return nil
+	}
+}

@@ -30,7 +30,7 @@ func newFaultSetup(t *testing.T, d dblock.Dialect, ttl time.Duration) faultSetup
 	logs, rivalLogs := newLogRecorder(), newLogRecorder()
 	return faultSetup{
 		proxy:  p,
-		holder: lockerOn(t, pdb, table, dblock.WithTTL(ttl), dblock.WithLogger(slog.New(logs))),
+		holder: lockerOn(t, pdb, table, dblock.WithTTL(ttl), dblock.WithLogger(slog.New(logs)), dblock.WarnEvery(0)),
 		rival: lockerOn(t, db, table, dblock.WithTTL(ttl), dblock.WithLogger(slog.New(rivalLogs)),
 			dblock.WithRetry(2*time.Millisecond, 10*time.Millisecond)),
 		logs:      logs,

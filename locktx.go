@@ -68,6 +68,15 @@ func (t *TxLock) Token() int64 {
 // the owner and its end is the lease. A Locker made WithFIFO queues LockTx
 // among its other waiters, by ticket, and TryLockTx fails with ErrLocked
 // while a ticket waits; see WithFIFO.
+//
+// Get, List and dblock ls do not show a key held by LockTx: the
+// transaction holds the key's row lock and leaves the row itself free
+// (depth 0, no owner, lease or data; the new token is not committed
+// until tx is), so there is no holder for them to read. Showing it would
+// need them to probe row locks, which takes locks in turn (a read would
+// then delay acquirers) and differs by engine; they stay plain reads.
+// To see such holders, ask the database about the lock table's row locks
+// (PostgreSQL's pgrowlocks extension, MySQL's performance_schema.data_locks).
 func (l *Locker) LockTx(ctx context.Context, tx *sql.Tx, key string, opts ...LockOption) (*TxLock, error) {
 	if err := l.usable(); err != nil {
 		return nil, err

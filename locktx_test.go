@@ -327,3 +327,28 @@ func TestTxUnsupportedOnSQLite(t *testing.T) {
 		t.Errorf("Check on SQLite = %v, want ErrUnsupported", err)
 	}
 }
+
+// A key held by a transaction (LockTx) is not a lease: Get and List, which
+// read leases, do not show it, as their documentation says.
+func TestLockTxNotListed(t *testing.T) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
+		ctx := testCtx(t)
+		l, db, _ := dbtest.Locker(t, d)
+		tx := begin(t, db)
+		if _, err := l.LockTx(ctx, tx, "in-tx"); err != nil {
+			t.Fatal(err)
+		}
+		if info, err := l.Get(ctx, "in-tx"); !errors.Is(err, dblock.ErrNotHeld) {
+			t.Fatalf("Get of a key LockTx holds = %+v, %v; want ErrNotHeld", info, err)
+		}
+		if got, err := l.List(ctx); err != nil || len(got) != 0 {
+			t.Fatalf("List while LockTx holds a key = %+v, %v; want nothing", got, err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := l.List(ctx); err != nil || len(got) != 0 {
+			t.Fatalf("List after the transaction = %+v, %v; want nothing", got, err)
+		}
+	})
+}

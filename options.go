@@ -48,15 +48,18 @@ type config struct {
 	observer Observer
 	// portable limits dblock to plain SQL (WithPortable).
 	portable bool
+	// warnEvery is how often warnings of one kind are logged; 0: all.
+	warnEvery time.Duration
 }
 
 func defaultConfig() config {
 	return config{
-		table:    DefaultTable,
-		ttl:      DefaultTTL,
-		logger:   slog.New(slog.DiscardHandler),
-		retryMin: 5 * time.Millisecond,
-		retryMax: 250 * time.Millisecond,
+		table:     DefaultTable,
+		ttl:       DefaultTTL,
+		logger:    slog.Default(), // at New: see WithLogger
+		retryMin:  5 * time.Millisecond,
+		retryMax:  250 * time.Millisecond,
+		warnEvery: warnEvery,
 	}
 }
 
@@ -119,7 +122,19 @@ func WithHeartbeat(d time.Duration) Option {
 	}
 }
 
-// WithLogger sends the Locker's logs to l. By default nothing is logged.
+// WithLogger sends the Locker's logs to l. By default they go to the
+// logger slog.Default() returns when New runs, so a failure nobody asked
+// to hear about (a renewal failing, a Singleton job's error) is still
+// never silent; a program that sets its default logger (slog.SetDefault)
+// should do so before New. To log nothing, pass
+// slog.New(slog.DiscardHandler). A nil l is an error, not a way to turn
+// logging off: it is most often a logger that was never set.
+//
+// Warnings of one kind (the same message about the same key) are logged
+// at most once every 10 seconds; the next one logged says, in the
+// attribute "suppressed", how many were left out since. A down server
+// thus logs each of its symptoms once, not once per retry. Records of
+// other levels are all logged.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		if l == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -12,7 +13,8 @@ import (
 // JobFunc is a cron job that takes a context. Wrapped by Singleton, it
 // receives a context that is cancelled, with a cause wrapping ErrLockLost,
 // when its lock is lost: when it runs past LockAtMostFor, or when the lock is
-// broken by hand. Its error is logged by Singleton. Run outside Singleton, it
+// broken by hand. Its error is logged by Singleton (and handed to
+// OnJobError's function). Run outside Singleton, it
 // gets context.Background() and its error is dropped.
 type JobFunc func(ctx context.Context) error
 
@@ -25,6 +27,7 @@ type SingletonOption func(*singletonConfig) error
 
 type singletonConfig struct {
 	atMost, atLeast time.Duration
+	onError         func(name string, err error) // OnJobError; nil: none
 }
 
 // LockAtMostFor bounds how long one run holds the lock (default: the
@@ -59,11 +62,29 @@ func LockAtLeastFor(d time.Duration) SingletonOption {
 	}
 }
 
+// OnJobError hands f every error a Singleton meets, besides logging it:
+// its configuration's (at every tick), taking the lock's (other than
+// finding it held), the job's (a JobFunc's error), and releasing the
+// lock's (including a lock lost while the job ran). name is the
+// Singleton's. f runs on the job's goroutine, after the error is logged,
+// and should return soon: the tick is not over until it does.
+func OnJobError(f func(name string, err error)) SingletonOption {
+	return func(c *singletonConfig) error {
+		if f == nil {
+			return fmt.Errorf("%w: nil OnJobError function", ErrInvalidOption)
+		}
+		c.onError = f
+		return nil
+	}
+}
+
 // Singleton returns a cron.JobWrapper that runs a job scheduled on every
 // node on at most one node per tick. Each tick tries, without waiting, to
 // take the lock named name; a node that finds it held skips the tick (logged
 // at Debug level). Errors taking or releasing the lock, a JobFunc's error and
-// a lost lock are logged through the Locker's logger. The wrapped job blocks
+// a lost lock are logged through the Locker's logger (by default
+// slog.Default(): see WithLogger), and handed to OnJobError's function if
+// given. The wrapped job blocks
 // only while the job runs. Panics in the job propagate after the lock is
 // released (combine with cron.Recover). locker must not be nil.
 //
@@ -91,10 +112,18 @@ type singleton struct {
 }
 
 func (s *singleton) configure(opts []SingletonOption) error {
+	for _, o := range opts { // OnJobError first, to hear of the others' errors
+		if o != nil {
+			var c singletonConfig
+			if o(&c) == nil && c.onError != nil {
+				s.cfg.onError = c.onError
+			}
+		}
+	}
 	if err := ValidatePlainKey(s.name); err != nil {
 		return err
 	}
-	s.cfg = singletonConfig{atMost: s.l.TTL()}
+	s.cfg = singletonConfig{atMost: s.l.TTL(), onError: s.cfg.onError}
 	for _, o := range opts {
 		if o == nil {
 			return fmt.Errorf("%w: nil SingletonOption", ErrInvalidOption)
@@ -109,10 +138,18 @@ func (s *singleton) configure(opts []SingletonOption) error {
 	return nil
 }
 
+// report logs err at level with msg, and hands it to OnJobError's function.
+func (s *singleton) report(log *slog.Logger, level slog.Level, msg string, err error, args ...any) {
+	log.Log(context.Background(), level, msg, append(args, "err", err)...)
+	if s.cfg.onError != nil {
+		s.cfg.onError(s.name, err)
+	}
+}
+
 func (s *singleton) run(j cron.Job) {
 	log := s.l.log.With("job", s.name)
 	if s.err != nil {
-		log.Error("dblock: singleton: not run", "err", s.err)
+		s.report(log, slog.LevelError, "dblock: singleton: not run", s.err)
 		return
 	}
 	ctx := context.Background()
@@ -123,18 +160,18 @@ func (s *singleton) run(j cron.Job) {
 		return
 	}
 	if err != nil {
-		log.Error("dblock: singleton: cannot take the lock", "err", err)
+		s.report(log, slog.LevelError, "dblock: singleton: cannot take the lock", err)
 		return
 	}
 	lk.stopRenewing()
 	defer func() {
 		if err := s.finish(ctx, lk, start); err != nil {
-			log.Warn("dblock: singleton: lock not released cleanly", "token", lk.Token(), "err", err)
+			s.report(log, slog.LevelWarn, "dblock: singleton: lock not released cleanly", err, "token", lk.Token())
 		}
 	}()
 	if f, ok := j.(JobFunc); ok {
 		if err := f(lk.ctx); err != nil {
-			log.Error("dblock: singleton: job failed", "token", lk.Token(), "err", err)
+			s.report(log, slog.LevelError, "dblock: singleton: job failed", err, "token", lk.Token())
 		}
 		return
 	}

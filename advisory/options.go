@@ -36,7 +36,7 @@ func buildConfig(opts []Option) (config, error) {
 	c := config{
 		probe:     DefaultProbeInterval,
 		idleConns: DefaultIdleConns,
-		logger:    slog.New(slog.DiscardHandler),
+		logger:    slog.Default(), // at New: see WithLogger
 	}
 	for _, o := range opts {
 		if o == nil {
@@ -105,7 +105,10 @@ func WithIdleConns(n int) Option {
 	}
 }
 
-// WithLogger sends the Locker's logs to l. By default nothing is logged.
+// WithLogger sends the Locker's logs to l. By default they go to the
+// logger slog.Default() returns when New runs, so a lost lock is never
+// silent. To log nothing, pass slog.New(slog.DiscardHandler); a nil l is
+// an error.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		if l == nil {

@@ -62,7 +62,9 @@ func WithSchedule(spec string) Option {
 }
 
 // WithLogger sends the Reaper's logs to l: one record per pass that removed
-// rows (Info) or failed (Error). By default nothing is logged. The keys
+// rows (Info) or failed (Error). By default they go to the logger
+// slog.Default() returns when New runs, so a failing pass is never silent;
+// to log nothing, pass slog.New(slog.DiscardHandler). The keys
 // removed are logged by the Locker's own logger (dblock.WithLogger).
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
@@ -80,7 +82,7 @@ func New(locker *dblock.Locker, opts ...Option) (*Reaper, error) {
 	if locker == nil {
 		return nil, fmt.Errorf("%w: nil Locker", dblock.ErrInvalidOption)
 	}
-	c := config{log: slog.New(slog.DiscardHandler)}
+	c := config{log: slog.Default()} // at New: see WithLogger
 	for _, o := range append([]Option{WithSchedule(DefaultSchedule)}, opts...) {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil reaper Option", dblock.ErrInvalidOption)

@@ -22,7 +22,8 @@ type leaderJSON struct {
 	ValueHex  string `json:"value_hex,omitempty"`
 	Token     int64  `json:"token"`
 	Since     string `json:"since,omitempty"`
-	ExpiresAt string `json:"expires_at"`
+	ExpiresAt string `json:"expires_at,omitempty"`
+	None      bool   `json:"none,omitempty"` // --watch: the election has no leader
 }
 
 func cmdLeader(ctx context.Context, a *app, args []string) error {
@@ -66,6 +67,13 @@ func cmdLeader(ctx context.Context, a *app, args []string) error {
 }
 
 func printLeader(a *app, name string, ld dblock.Leader, asJSON bool) error {
+	if ld.None() {
+		if asJSON {
+			return json.NewEncoder(a.stdout).Encode(leaderJSON{Election: name, None: true})
+		}
+		_, err := fmt.Fprintf(a.stdout, "%s: no leader\n", name)
+		return err
+	}
 	j := leaderJSON{Election: name, Token: ld.Token, ExpiresAt: ld.ExpiresAt.Format("2006-01-02T15:04:05.000Z07:00")}
 	if !ld.Since.IsZero() {
 		j.Since = ld.Since.Format("2006-01-02T15:04:05.000Z07:00")

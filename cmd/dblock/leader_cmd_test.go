@@ -49,3 +49,17 @@ func TestLeaderCommand(t *testing.T) {
 		_ = term.Resign(ctx)
 	})
 }
+
+// leader --watch says when the election has no leader (Observe's zero
+// Leader), in text and in JSON.
+func TestPrintNoLeader(t *testing.T) {
+	var out strings.Builder
+	a := &app{stdout: &out}
+	if err := printLeader(a, "jobs", dblock.Leader{}, false); err != nil || out.String() != "jobs: no leader\n" {
+		t.Fatalf("text: %q, %v", out.String(), err)
+	}
+	out.Reset()
+	if err := printLeader(a, "jobs", dblock.Leader{}, true); err != nil || out.String() != `{"election":"jobs","token":0,"none":true}`+"\n" {
+		t.Fatalf("JSON: %q, %v", out.String(), err)
+	}
+}
