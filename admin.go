@@ -70,7 +70,8 @@ func (l *Locker) List(ctx context.Context) ([]LockInfo, error) {
 // was taken and when its lease ends, by the database's clock. It returns
 // an error wrapping ErrNotHeld when no live lock holds key. It reads
 // leases only: a key held by a transaction through LockTx reads as not
-// held (see LockTx), though acquiring it waits for that transaction.
+// held (see LockTx), though it is held: TryLock answers ErrLocked and
+// Lock waits until that transaction ends.
 func (l *Locker) Get(ctx context.Context, key string) (LockInfo, error) {
 	if err := l.usable(); err != nil {
 		return LockInfo{}, err
