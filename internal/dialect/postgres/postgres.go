@@ -149,8 +149,9 @@ func (p *postgres) Upsert(ctx context.Context, q dialect.Querier, key, owner str
 		return 0, false, err
 	}
 	if !p.portable {
-		token, ok, err := dialect.ScanToken(dialect.QueryRow(ctx, q, p.acquireSQL, key, owner, ttl.Milliseconds(), p.fenceKey, data))
-		return held(ctx, token, ok, err)
+		return retryOtherLocks(ctx, func() (int64, bool, error) {
+			return dialect.ScanToken(dialect.QueryRow(ctx, q, p.acquireSQL, key, owner, ttl.Milliseconds(), p.fenceKey, data))
+		})
 	}
 	token, ok, err := p.Take(ctx, q, key, owner, ttl, data)
 	if ok || err != nil {
@@ -164,8 +165,9 @@ func (p *postgres) Upsert(ctx context.Context, q dialect.Querier, key, owner str
 
 // Take takes key in place, alone.
 func (p *postgres) Take(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration, data []byte) (int64, bool, error) {
-	token, ok, err := dialect.ScanToken(dialect.QueryRow(ctx, q, p.takeSQL, key, owner, ttl.Milliseconds(), data))
-	return held(ctx, token, ok, err)
+	return retryOtherLocks(ctx, func() (int64, bool, error) {
+		return dialect.ScanToken(dialect.QueryRow(ctx, q, p.takeSQL, key, owner, ttl.Milliseconds(), data))
+	})
 }
 
 // held reads an acquire that met another transaction's lock on the row
