@@ -17,8 +17,19 @@ import (
 // waiters of other Lockers within a small bound of the dead lease's end,
 // measured on the database's clock: the last lease end seen on the dead
 // row, against the new row's acquired_time. The waiters are cold (the
-// idle pollers watch the key; on MySQL they sleep on the holder's bell).
+// idle pollers watch the key; on MySQL they sleep on the holder's bell);
+// in the second case their own leases are ten times the holder's, so their
+// own fallback polls (half their lease) come far too late to bound it.
 func TestTakeoverAfterHolderDies(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		waiterTTL time.Duration
+	}{{"same-ttl", 2 * time.Second}, {"longer-waiter-ttl", 20 * time.Second}} {
+		t.Run(c.name, func(t *testing.T) { testTakeoverAfterHolderDies(t, c.waiterTTL) })
+	}
+}
+
+func testTakeoverAfterHolderDies(t *testing.T, waiterTTL time.Duration) {
 	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -46,7 +57,7 @@ func TestTakeoverAfterHolderDies(t *testing.T) {
 		defer stop()
 		var ls []*dblock.Locker
 		for range lockers {
-			l, err := dblock.New(db, dblock.WithTable(table), dblock.WithTTL(ttl))
+			l, err := dblock.New(db, dblock.WithTable(table), dblock.WithTTL(waiterTTL))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -80,8 +91,8 @@ func TestTakeoverAfterHolderDies(t *testing.T) {
 			}
 			return tok, end, acq
 		}
-		p.SetMode(faultproxy.Down) // the holder dies
 		var leaseEnd, takenAt int64 // µs on the server's clock
+		p.SetMode(faultproxy.Down)  // the holder dies
 		eventually(t, 30*time.Second, 5*time.Millisecond, "the key taken again", func() bool {
 			tok, end, acq := read()
 			if tok == lk.Token() {
