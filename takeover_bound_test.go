@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,29 +81,8 @@ func testTakeoverAfterHolderDies(t *testing.T, waiterTTL time.Duration) {
 				})
 			}
 		}
-		q := fmt.Sprintf("SELECT token, %s, %s FROM %s WHERE key_id = ?", leaseEndSQL(d), acquiredSQL(d), quote(d, table))
-		if d == dblock.Postgres {
-			q = fmt.Sprintf("SELECT token, %s, %s FROM %s WHERE key_id = $1", leaseEndSQL(d), acquiredSQL(d), quote(d, table))
-		}
-		read := func() (tok, end, acq int64) {
-			t.Helper()
-			if err := db.QueryRowContext(ctx, q, key).Scan(&tok, &end, &acq); err != nil && err != sql.ErrNoRows {
-				t.Fatal(err)
-			}
-			return tok, end, acq
-		}
-		var leaseEnd, takenAt int64 // µs on the server's clock
-		p.SetMode(faultproxy.Down)  // the holder dies
-		eventually(t, 30*time.Second, 5*time.Millisecond, "the key taken again", func() bool {
-			tok, end, acq := read()
-			if tok == lk.Token() {
-				leaseEnd = end // a renewal in flight may still land
-				return false
-			}
-			takenAt = acq
-			return true
-		})
-		late := time.Duration(takenAt-leaseEnd) * time.Microsecond
+		p.SetMode(faultproxy.Down) // the holder dies
+		late := awaitTakeover(t, ctx, db, d, table, key, lk.Token())
 		t.Logf("taken %v after the dead lease's end", late)
 		// A bound, not a race: the waiters' pollers wake within about a
 		// second of the expiry (bellWait on MySQL, retryMax elsewhere);
@@ -117,6 +97,35 @@ func testTakeoverAfterHolderDies(t *testing.T, waiterTTL time.Duration) {
 			}
 		}
 	})
+}
+
+// awaitTakeover waits until key's row carries a token other than tok, and
+// returns how long after the end of tok's lease (the last one seen: a
+// renewal in flight may still land) the new holder took it, on the
+// server's clock.
+func awaitTakeover(t *testing.T, ctx context.Context, db *sql.DB, d dblock.Dialect, table, key string, tok int64) time.Duration {
+	t.Helper()
+	q := fmt.Sprintf("SELECT token, %s, %s FROM %s WHERE key_id = ?", leaseEndSQL(d), acquiredSQL(d), quote(d, table))
+	if d == dblock.Postgres {
+		q = strings.Replace(q, "?", "$1", 1)
+	}
+	var leaseEnd, takenAt int64 // µs on the server's clock
+	eventually(t, 30*time.Second, 5*time.Millisecond, "the key taken again", func() bool {
+		var cur, end, acq int64
+		if err := db.QueryRowContext(ctx, q, key).Scan(&cur, &end, &acq); err != nil {
+			if err != sql.ErrNoRows {
+				t.Fatal(err)
+			}
+			return false
+		}
+		if cur == tok {
+			leaseEnd = end
+			return false
+		}
+		takenAt = acq
+		return true
+	})
+	return time.Duration(takenAt-leaseEnd) * time.Microsecond
 }
 
 // leaseEndSQL is the end of a row's lease, in microseconds on the server's
