@@ -28,7 +28,8 @@ const (
 	// idleBatch bounds the keys of one statement (MySQL IN lists, padded
 	// to a power of two).
 	idleBatch = 512
-	// idleReadTimeout bounds each read of the idle poller. A read that
+	// idleReadTimeout bounds each statement of the idle poller (its reads,
+	// and its announcements to holders, best effort). A read that
 	// takes longer (a connection that stopped answering, a server that
 	// hangs) wakes the batch's waiters, which poll on their own, instead
 	// of holding every cold waiter of the Locker for a release timeout (5 s,
@@ -133,7 +134,7 @@ func (l *Locker) idleLoop() {
 			// Holders notify releases of wanted keys only: say it for all
 			// our cold waiters at once, as a polling waiter does for its own.
 			for b := range slices.Chunk(keys, idleBatch) {
-				ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
+				ctx, cancel := context.WithTimeout(l.ctx, idleReadTimeout)
 				l.announceWant(ctx, b...)
 				cancel()
 			}
