@@ -2,7 +2,7 @@
 # A PostgreSQL primary and a streaming standby on loopback, for the failover
 # suite (internal/faultsuite, TestFailover), and the steps of a failover:
 #
-#   pgfailover.sh start sync|async  fresh primary (55432) and standby (55433)
+#   pgfailover.sh start sync|async|fenced  fresh primary (55432) and standby (55433)
 #   pgfailover.sh crash             the primary stops at once (pg_ctl stop -m immediate)
 #   pgfailover.sh promote           the standby becomes the primary
 #   pgfailover.sh rejoin            a new standby, copied from the primary, on the crashed node's port
@@ -10,7 +10,12 @@
 #
 # sync: the primary waits for the standby (synchronous_standby_names,
 # synchronous_commit=on), so a commit it acknowledged is on the standby;
-# async: it does not, so a promotion can lose the last commits. A promoted
+# async: it does not, so a promotion can lose the last commits; fenced:
+# async, and a promotion keeps clients off the new primary for
+# DBLOCK_FAILOVER_FENCE seconds (default 1: set it to the locks' TTL) with
+# default_transaction_read_only, which target_session_attrs=read-write
+# refuses, and steps every *_token_seq sequence a million ahead before it
+# lets them in (docs/operations.md, "High availability"). A promoted
 # standby has no standby of its own until rejoin gives it one (and, in sync
 # mode, makes it synchronous again).
 #
@@ -77,7 +82,7 @@ cmd=${1:-}
 case "$cmd" in
 start)
   mode=${2:-}
-  [ "$mode" = sync ] || [ "$mode" = async ] || { echo "usage: $0 start sync|async" >&2; exit 2; }
+  case "$mode" in sync | async | fenced) ;; *) echo "usage: $0 start sync|async|fenced" >&2; exit 2 ;; esac
   ensure_binaries
   "$0" stop >/dev/null 2>&1 || true
   mkdir -p "$dir"
@@ -105,11 +110,30 @@ crash)
   ;;
 promote)
   p=$(other_port)
+  fenced=$([ "$(cat "$dir/mode")" = fenced ] && echo 1 || true)
+  if [ -n "$fenced" ]; then
+    # Read-only for every new session until the fence ends.
+    psql_on "$p" "ALTER SYSTEM SET default_transaction_read_only = on" >/dev/null
+    psql_on "$p" "SELECT pg_reload_conf()" >/dev/null
+  fi
   as_pg "$bin/pg_ctl" -D "$(node_dir "$p")" -w -t 60 promote >/dev/null
   echo "$p" >"$dir/primary"
   # It has no standby yet: it must not wait for one.
   psql_on "$p" "ALTER SYSTEM RESET synchronous_standby_names" >/dev/null
   psql_on "$p" "SELECT pg_reload_conf()" >/dev/null
+  if [ -n "$fenced" ]; then
+    # Tokens the old primary handed out in commits the standby never
+    # received lie above the sequence here: step past them.
+    as_pg "$bin/psql" -X -q -h 127.0.0.1 -p "$p" -U postgres -d test -v ON_ERROR_STOP=1 \
+      -c "SET default_transaction_read_only = off" \
+      -c "DO \$\$ DECLARE s regclass; BEGIN
+            FOR s IN SELECT c.oid::regclass FROM pg_class c WHERE c.relkind = 'S' AND c.relname LIKE '%\\_token\\_seq' LOOP
+              PERFORM setval(s, nextval(s) + 1000000);
+            END LOOP; END \$\$" >/dev/null
+    sleep "${DBLOCK_FAILOVER_FENCE:-1}"
+    psql_on "$p" "ALTER SYSTEM RESET default_transaction_read_only" >/dev/null
+    psql_on "$p" "SELECT pg_reload_conf()" >/dev/null
+  fi
   ;;
 rejoin)
   make_standby "$(other_port)"

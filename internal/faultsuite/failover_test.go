@@ -3,7 +3,6 @@ package faultsuite
 import (
 	"database/sql"
 	"fmt"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +17,8 @@ import (
 
 // Environment of the failover suite.
 const (
-	// failoverEnv runs TestFailover: "sync", "async" or "all" (both).
+	// failoverEnv runs TestFailover: "sync", "async", "fenced" or "all"
+	// (the three).
 	failoverEnv = "DBLOCK_FAILOVER"
 	// failoverDSNEnv overrides the multi-host DSN of the pair that
 	// scripts/pgfailover.sh starts.
@@ -45,6 +45,10 @@ const (
 // With a synchronous standby every check of TestFaults must hold. With an
 // asynchronous one the run measures: what the checks find (lost
 // acquisitions, repeated tokens) is logged and counted, not failed.
+// Fenced is asynchronous with the fence of docs/operations.md ("High
+// availability"): the new primary takes no client for one lease after its
+// promotion, and its token sequences step a million ahead first; every
+// check must hold.
 //
 // Each failover's figures are logged: the time from the crash to the first
 // acquisition on the new primary (takeover), and, of the holds live once the
@@ -58,10 +62,10 @@ func TestFailover(t *testing.T) {
 	if which == "" {
 		t.Skipf("%s is not set: the failover suite starts its own PostgreSQL pair (scripts/pgfailover.sh)", failoverEnv)
 	}
-	modes := []string{"sync", "async"}
+	modes := []string{"sync", "async", "fenced"}
 	if which != "all" {
 		if !slices.Contains(modes, which) {
-			t.Fatalf("%s=%q: want sync, async or all", failoverEnv, which)
+			t.Fatalf("%s=%q: want sync, async, fenced or all", failoverEnv, which)
 		}
 		modes = []string{which}
 	}
@@ -119,7 +123,10 @@ func (p *pgPair) run(args ...string) {
 }
 
 func (p *pgPair) try(args ...string) error {
-	out, err := exec.Command(p.script, args...).CombinedOutput()
+	cmd := exec.Command(p.script, args...)
+	// The fence of the fenced mode: one lease.
+	cmd.Env = append(os.Environ(), "DBLOCK_FAILOVER_FENCE="+strconv.FormatFloat(ttl.Seconds(), 'f', -1, 64))
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("pgfailover.sh %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
@@ -128,23 +135,109 @@ func (p *pgPair) try(args ...string) error {
 
 // failover is one failover as the parent saw it.
 type failover struct {
-	crashed           time.Time     // the crash command began
-	dead              time.Time     // it returned: the old primary is gone
-	promoted          time.Time     // the promote command returned
-	first             time.Duration // crash to the first acquisition reported after dead (on the new primary)
-	live              map[ivKey]bool
-	kept, lost, other int
-	// before is each key's largest token acquired before dead; back
-	// counts the acquisitions after dead whose token was not larger (the
-	// new primary handed out a token again: its sequence stepped back).
-	before map[string]int64
-	back   int
+	crashed  time.Time // the crash command began
+	dead     time.Time // it returned: the old primary is gone
+	promoted time.Time // the promote command returned
 }
 
-// failovers are a run's failovers.
+// timed is a worker's report of an acquisition ("acq") or of an Unlock's
+// answer ("ok" or "nh"), stamped when the parent read it.
+type timed struct {
+	what string
+	k    ivKey
+	at   time.Time
+}
+
+// failovers are a run's failovers and the reports their figures come
+// from: figures are computed from the reports' times, not from the order
+// the parent's loop handled them in (a poll can hold the loop up while the
+// old primary is gone).
 type failovers struct {
-	list []*failover
-	last map[string]int64 // each key's largest token acquired so far
+	list    []*failover
+	reports []timed
+}
+
+// see keeps the reports the figures need.
+func (fo *failovers) see(ev event) {
+	f := strings.Fields(ev.line)
+	switch {
+	case len(f) >= 3 && f[0] == "acq":
+		if tok, err := strconv.ParseInt(f[2], 10, 64); err == nil {
+			fo.reports = append(fo.reports, timed{"acq", ivKey{f[1], tok}, ev.at})
+		}
+	case len(f) >= 7 && f[0] == "h" && f[1] == "rel":
+		if tok, err := strconv.ParseInt(f[3], 10, 64); err == nil {
+			fo.reports = append(fo.reports, timed{f[6], ivKey{f[2], tok}, ev.at})
+		}
+	}
+}
+
+// figures are one failover's measures.
+type figures struct {
+	// first is the time from the crash to the first acquisition reported
+	// after the old primary was gone (on the new one), -1 if none was.
+	first time.Duration
+	// Of the holds acquired and not released when the old primary was
+	// gone: kept (their Unlock then succeeded, on the new primary), lost
+	// (ErrNotHeld) or unknown (Unlock failed, or the holder was killed).
+	kept, lost, unknown int
+	// back counts the acquisitions after the old primary was gone, before
+	// the next crash, whose token was not above every token of their key
+	// acquired before: the new primary handed out a token again.
+	back int
+}
+
+// figures measures failover i.
+func (fo *failovers) figures(i int) figures {
+	f := fo.list[i]
+	end := time.Now()
+	if i+1 < len(fo.list) {
+		end = fo.list[i+1].crashed
+	}
+	fig := figures{first: -1}
+	before := map[string]int64{}
+	live := map[ivKey]bool{}
+	for _, r := range fo.reports {
+		switch {
+		case r.at.Before(f.dead):
+			if r.what == "acq" {
+				before[r.k.key] = max(before[r.k.key], r.k.tok)
+				live[r.k] = true
+			} else {
+				delete(live, r.k)
+			}
+		case r.at.Before(end):
+			if r.what == "acq" {
+				if fig.first < 0 {
+					fig.first = r.at.Sub(f.crashed)
+				}
+				if r.k.tok <= before[r.k.key] {
+					fig.back++
+				}
+				continue
+			}
+			if live[r.k] {
+				delete(live, r.k)
+				if r.what == "ok" {
+					fig.kept++
+				} else {
+					fig.lost++
+				}
+			}
+		}
+	}
+	// Holds never released with an answer whose lease had run out by
+	// the crash (a killed holder's, a lost one's) are none of this
+	// failover's: count only those acquired within a lease of it.
+	for k := range live {
+		for _, r := range fo.reports {
+			if r.what == "acq" && r.k == k && f.crashed.Sub(r.at) < ttl {
+				fig.unknown++
+				break
+			}
+		}
+	}
+	return fig
 }
 
 // step is a finished command of the pair, or its error.
@@ -158,7 +251,7 @@ type step struct {
 // promotions times, failoverEvery apart, then lets them run failoverEvery
 // more.
 func (r *run) failoverLoop(pair *pgPair) *failovers {
-	fo := &failovers{last: map[string]int64{}}
+	fo := &failovers{}
 	steps := make(chan step, 4)
 	next := time.NewTimer(failoverEvery)
 	defer next.Stop()
@@ -175,9 +268,6 @@ func (r *run) failoverLoop(pair *pgPair) *failovers {
 		case <-poll.C:
 			r.pollTakeovers()
 		case ev := <-r.events:
-			if cur != nil {
-				cur.see(ev)
-			}
 			fo.see(ev)
 			r.handle(ev)
 		case <-fault.C:
@@ -188,8 +278,7 @@ func (r *run) failoverLoop(pair *pgPair) *failovers {
 				done = true
 				break
 			}
-			cur = &failover{live: map[ivKey]bool{}, first: -1}
-			cur.crashed = time.Now()
+			cur = &failover{crashed: time.Now()}
 			fo.list = append(fo.list, cur)
 			busy = true
 			go func() {
@@ -207,14 +296,7 @@ func (r *run) failoverLoop(pair *pgPair) *failovers {
 			}
 			switch s.name {
 			case "crash":
-				// The holds live now (reported acquired, not yet
-				// released) are those the crash found: the old primary
-				// is gone, so a later successful Unlock ran on the new one.
 				cur.dead = s.at
-				cur.before = maps.Clone(fo.last)
-				for key, h := range r.holder {
-					cur.live[ivKey{key, h.tok}] = true
-				}
 			case "promote":
 				cur.promoted = s.at
 			case "rejoin":
@@ -232,56 +314,18 @@ func (r *run) failoverLoop(pair *pgPair) *failovers {
 	return fo
 }
 
-// see keeps each key's largest token acquired.
-func (fo *failovers) see(ev event) {
-	fields := strings.Fields(ev.line)
-	if len(fields) >= 3 && fields[0] == "acq" {
-		if tok, err := strconv.ParseInt(fields[2], 10, 64); err == nil {
-			fo.last[fields[1]] = max(fo.last[fields[1]], tok)
-		}
-	}
-}
-
-// see takes a worker event into the failover's figures.
-func (f *failover) see(ev event) {
-	fields := strings.Fields(ev.line)
-	switch {
-	case len(fields) >= 3 && fields[0] == "acq":
-		if f.dead.IsZero() {
-			return
-		}
-		if f.first < 0 && ev.at.After(f.dead) {
-			f.first = ev.at.Sub(f.crashed)
-		}
-		if tok, err := strconv.ParseInt(fields[2], 10, 64); err == nil && tok <= f.before[fields[1]] {
-			f.back++
-		}
-	case len(fields) >= 7 && fields[0] == "h" && fields[1] == "rel":
-		tok, err := strconv.ParseInt(fields[3], 10, 64)
-		if err != nil || !f.live[ivKey{fields[2], tok}] {
-			return
-		}
-		delete(f.live, ivKey{fields[2], tok})
-		if fields[6] == "ok" {
-			f.kept++
-		} else {
-			f.lost++
-		}
-	}
-}
-
 // report logs each failover's figures and the run's summary.
 func (fo *failovers) report(t *testing.T, mode string, r *run) {
 	var firsts []time.Duration
-	kept, lost, other, back := 0, 0, 0, 0
+	var sum figures
 	for i, f := range fo.list {
-		f.other = len(f.live) // never released with an answer: Unlock failed, or the holder was killed
-		t.Logf("%s failover %d: promoted %v after the crash; first acquisition %v after the crash; holds live at the crash: kept=%d lost=%d unknown=%d; acquisitions with a token not above the key's before the crash: %d",
-			mode, i+1, f.promoted.Sub(f.crashed).Round(time.Millisecond), f.first.Round(time.Millisecond), f.kept, f.lost, f.other, f.back)
-		if f.first >= 0 {
-			firsts = append(firsts, f.first)
+		fig := fo.figures(i)
+		t.Logf("%s failover %d: promoted %v after the crash; first acquisition %v after the crash; holds live at the crash: kept=%d lost=%d unknown=%d; acquisitions with a token not above their key's before the crash: %d",
+			mode, i+1, f.promoted.Sub(f.crashed).Round(time.Millisecond), fig.first.Round(time.Millisecond), fig.kept, fig.lost, fig.unknown, fig.back)
+		if fig.first >= 0 {
+			firsts = append(firsts, fig.first)
 		}
-		kept, lost, other, back = kept+f.kept, lost+f.lost, other+f.other, back+f.back
+		sum.kept, sum.lost, sum.unknown, sum.back = sum.kept+fig.kept, sum.lost+fig.lost, sum.unknown+fig.unknown, sum.back+fig.back
 	}
 	slices.Sort(firsts)
 	var p50, worst time.Duration
@@ -289,9 +333,9 @@ func (fo *failovers) report(t *testing.T, mode string, r *run) {
 		p50, worst = firsts[n/2], firsts[n-1]
 	}
 	t.Logf("%s: %d acquisitions, %d promotions; takeover (crash to first acquisition) p50=%v max=%v; holds live at a crash: kept=%d lost=%d unknown=%d; tokens stepped back=%d; violations=%d",
-		mode, r.counts["acq"], len(fo.list), p50.Round(time.Millisecond), worst.Round(time.Millisecond), kept, lost, other, back, r.violations)
-	if back > 0 && !r.measure {
-		t.Errorf("%d acquisitions after a crash had a token not above their key's before it", back)
+		mode, r.counts["acq"], len(fo.list), p50.Round(time.Millisecond), worst.Round(time.Millisecond), sum.kept, sum.lost, sum.unknown, sum.back, r.violations)
+	if sum.back > 0 && !r.measure {
+		t.Errorf("%d acquisitions after a crash had a token not above their key's before it", sum.back)
 	}
 	if len(firsts) < len(fo.list) {
 		t.Errorf("%d of %d failovers saw no acquisition after the promotion", len(fo.list)-len(firsts), len(fo.list))
