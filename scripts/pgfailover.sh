@@ -70,6 +70,16 @@ make_standby() {
   [ "$(cat "$dir/mode")" = sync ] && want=sync
   for _ in $(seq 300); do
     if [ "$(psql_on "$from" "SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby' AND state = 'streaming'")" = "$want" ]; then
+      break
+    fi
+    sleep 0.1
+  done
+  # Then until it has flushed what the primary had written by now: the
+  # commits acknowledged before it was synchronous too.
+  local lsn
+  lsn=$(psql_on "$from" "SELECT pg_current_wal_lsn()")
+  for _ in $(seq 300); do
+    if [ "$(psql_on "$from" "SELECT flush_lsn >= '$lsn' FROM pg_stat_replication WHERE application_name = 'standby' AND sync_state = '$want'")" = t ]; then
       return
     fi
     sleep 0.1
