@@ -36,11 +36,11 @@ func (r *run) check() {
 		}
 	}
 	if len(byKey[electionKey]) == 0 {
-		r.errorf("no live term of the election %s was recorded", electionKey)
+		t.Errorf("no live term of the election %s was recorded", electionKey)
 	}
 	for i := range semaphorePermits {
 		if k := semaphoreKey + "/" + strconv.Itoa(i); len(byKey[k]) == 0 {
-			r.errorf("no live hold of the semaphore permit %s was recorded", k)
+			t.Errorf("no live hold of the semaphore permit %s was recorded", k)
 		}
 	}
 	mixed := r.checkShared(byKey)
@@ -113,10 +113,10 @@ func (r *run) check() {
 		r.errorf("%s", s)
 	}
 	for key, k := range r.pending {
-		r.errorf("the key %s of a holder killed %v before the end was never taken again", key, time.Since(k.at).Round(time.Millisecond))
+		t.Errorf("the key %s of a holder killed %v before the end was never taken again", key, time.Since(k.at).Round(time.Millisecond))
 	}
 	if r.counts["ok"] == 0 || r.faults["sigkill"] == 0 || len(r.takeovers) == 0 {
-		r.errorf("the run proved little: %d live holds, %d kills, %d takeovers", r.counts["ok"], r.faults["sigkill"], len(r.takeovers))
+		t.Errorf("the run proved little: %d live holds, %d kills, %d takeovers", r.counts["ok"], r.faults["sigkill"], len(r.takeovers))
 	}
 }
 
@@ -173,7 +173,7 @@ func (r *run) checkShared(byKey map[string][]interval) int {
 		}
 	}
 	if len(writers) == 0 || len(readers) == 0 {
-		r.errorf("the shared lock had %d live writer holds and %d live reader holds; want some of each", len(writers), len(readers))
+		t.Errorf("the shared lock had %d live writer holds and %d live reader holds; want some of each", len(writers), len(readers))
 	}
 	overlap := func(a, b interval) bool { return a.start.Before(b.end.Time) && b.start.Before(a.end.Time) }
 	mixed, shared := 0, 0
