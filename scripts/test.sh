@@ -70,7 +70,7 @@ step "TiDB: fault suite" env DBLOCK_MYSQL_DSN="$tidb" go test -race -count=1 -ti
 # (scripts/pgfailover.sh, which installs postgresql-15 if it is missing),
 # failed over three times under the fault suite's workers in each of three
 # setups: synchronous, asynchronous (measured, not failed) and asynchronous
-# fenced (about four minutes on 2 cores); the pair is stopped whatever
+# fenced (two to four minutes on 2 cores); the pair is stopped whatever
 # happens.
 step "PostgreSQL failover (scripts/pgfailover.sh, TestFailover)" bash -c '
   trap "./scripts/pgfailover.sh stop" EXIT
