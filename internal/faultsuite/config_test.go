@@ -75,6 +75,9 @@ type workerSpec struct {
 	MaxRun    time.Duration // the worker gives up after this even if its parent lives
 	Portable  bool          // WithPortable
 	FIFO      bool          // WithFIFO
+	// DSN, when set, is dialed directly instead of through a fault proxy
+	// (the failover suite's multi-host DSN): cut and stall do nothing.
+	DSN string
 }
 
 func (s workerSpec) encode() string {

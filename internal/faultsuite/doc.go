@@ -32,6 +32,13 @@
 // lock (a write stalled in flight) are expected: they are counted as stale
 // tokens rejected.
 //
+// TestFailover runs the same workers and checks on a PostgreSQL primary and
+// streaming standby that scripts/pgfailover.sh starts, failing the primary
+// over three times (a crash, a promotion, a new standby), synchronous,
+// asynchronous (measured: what the checks find is counted, not failed) and
+// asynchronous fenced; it runs only when DBLOCK_FAILOVER is set (see its
+// comment and "High availability" in docs/operations.md).
+//
 // By default (CI) the run is sized to finish in a minute or two per
 // database. DBLOCK_FAULT_LONG=1 runs a longer, larger suite for local use;
 // DBLOCK_FAULT_SEED replays a run's fault schedule (the seed is logged).

@@ -81,6 +81,24 @@ type run struct {
 	// scripts/tidb.sh makes) panics and exits when a session it killed
 	// closes with a transaction open (pingcap/tidb#63956, #69304).
 	noKill bool
+	// kinds, when set, are the faults inject draws from (faultKinds
+	// otherwise).
+	kinds []string
+	// measure turns the checks' failures into counted log lines
+	// (violations): the asynchronous failover run measures them.
+	measure    bool
+	violations int
+}
+
+// errorf fails the run, or, when it only measures, logs and counts.
+func (r *run) errorf(format string, args ...any) {
+	r.t.Helper()
+	if r.measure {
+		r.violations++
+		r.t.Logf("VIOLATION (measured): "+format, args...)
+		return
+	}
+	r.t.Errorf(format, args...)
 }
 
 func newRun(t *testing.T, d dblock.Dialect, sz size, base int64) *run {
@@ -88,7 +106,12 @@ func newRun(t *testing.T, d dblock.Dialect, sz size, base int64) *run {
 	if d == dblock.MySQL {
 		params = []string{"parseTime=true"}
 	}
-	db := dbtest.Open(t, d, params...)
+	return newRunOn(t, d, dbtest.Open(t, d, params...), "", sz, base)
+}
+
+// newRunOn is newRun on db; the workers dial dsn directly when it is set
+// (see workerSpec.DSN), through fault proxies to d's server otherwise.
+func newRunOn(t *testing.T, d dblock.Dialect, db *sql.DB, dsn string, sz size, base int64) *run {
 	portable := os.Getenv(portableEnv) == "1"
 	var mode []dblock.Option
 	if portable {
@@ -101,7 +124,7 @@ func newRun(t *testing.T, d dblock.Dialect, sz size, base int64) *run {
 	}
 	table := dbtest.Table(t, db, d, mode...)
 	spec := workerSpec{Dialect: d, Table: table, Guard: table + "_guard", Intervals: table + "_iv",
-		Holders: sz.holders, MaxRun: sz.limit + time.Minute, Portable: portable, FIFO: fifo}
+		Holders: sz.holders, MaxRun: sz.limit + time.Minute, Portable: portable, FIFO: fifo, DSN: dsn}
 	for i := range sz.keys {
 		spec.Keys = append(spec.Keys, "k"+strconv.Itoa(i))
 	}

@@ -11,10 +11,17 @@ var faultKinds = []string{"sigkill", "cut", "stall", "terminate", "pause"}
 // inject draws a fault and applies it to a random worker, preferring one
 // that holds a key.
 func (r *run) inject() {
-	kind := faultKinds[r.rng.IntN(len(faultKinds))]
+	kinds := faultKinds
+	if r.kinds != nil {
+		kinds = r.kinds
+	}
+	kind := kinds[r.rng.IntN(len(kinds))]
 	live := r.live()
 	if kind == "sigkill" && len(live) < len(r.procs) {
 		kind = "cut" // one process down at a time: keep the others busy
+		if r.kinds != nil {
+			return // no proxies to cut
+		}
 	}
 	if kind == "terminate" && r.noKill {
 		kind = "cut" // see run.noKill
