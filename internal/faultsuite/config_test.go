@@ -75,6 +75,7 @@ type workerSpec struct {
 	MaxRun    time.Duration // the worker gives up after this even if its parent lives
 	Portable  bool          // WithPortable
 	FIFO      bool          // WithFIFO
+	DSN       string        // MySQL: the server (a cluster's node) instead of DBLOCK_MYSQL_DSN
 }
 
 func (s workerSpec) encode() string {
