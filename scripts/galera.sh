@@ -146,18 +146,51 @@ start() {
   log "3 nodes: $(dsn 1) $(dsn 2) $(dsn 3)"
 }
 
+# certs sums a status counter over the nodes that answer.
+certs() {
+  local n sum=0 v
+  for n in "${nodes[@]}"; do
+    v=$(client "$n" -e "SHOW GLOBAL STATUS LIKE '$1'" 2>/dev/null | cut -f2)
+    sum=$((sum + ${v:-0}))
+  done
+  echo "$sum"
+}
+
 check() {
   trap stop EXIT
   start
-  local all rc=0
-  all="$(dsn 1) $(dsn 2) $(dsn 3)"
-  # Conformance suite, the root package's MySQL tests and advisory's
-  # refusal on node 1; the fault suite with workers over the three nodes.
+  local rc=0 suite killed_at
+  export DBLOCK_GALERA_DSNS="$(dsn 1) $(dsn 2) $(dsn 3)"
+  # Conformance suite, Galera's engine and bells, and advisory's refusal,
+  # on node 1 (the Galera tests on every node).
   DBLOCK_MYSQL_DSN=$(dsn 1) go test -race -count=1 -timeout 10m \
-    -run 'TestConformance/mysql|TestEngineOf|TestGalera|TestDistributedEngineRefused/mysql' \
+    -run 'TestConformance/mysql|TestEngineOf|TestGalera|TestBells|TestDistributedEngineRefused/mysql' \
     ./internal/dialect/ ./advisory/ || rc=1
-  DBLOCK_MYSQL_DSN=$(dsn 1) DBLOCK_MYSQL_DSNS=$all go test -race -count=1 -timeout 10m -v \
-    -run 'TestFaults/mysql' ./internal/faultsuite/ || rc=1
+  # The fault suite with workers over the three nodes; node 3 is killed
+  # (SIGKILL) once it runs and rejoins a few seconds later.
+  go test -race -c -o "$dir/faultsuite.test" ./internal/faultsuite/ || return 1
+  local c0 b0
+  c0=$(certs wsrep_local_cert_failures) b0=$(certs wsrep_local_bf_aborts)
+  (cd internal/faultsuite && DBLOCK_MYSQL_DSN=$(dsn 1) DBLOCK_MYSQL_DSNS=$DBLOCK_GALERA_DSNS \
+    "$dir/faultsuite.test" -test.run 'TestFaults/mysql' -test.count=1 -test.v -test.timeout 10m) &
+  suite=$!
+  sleep "${DBLOCK_GALERA_KILL_AFTER:-30}"
+  if kill -0 "$suite" 2>/dev/null; then
+    # Node 3's counters start again at its rejoin: keep what it counted.
+    c0=$((c0 - $(client 3 -e "SHOW GLOBAL STATUS LIKE 'wsrep_local_cert_failures'" | cut -f2)))
+    b0=$((b0 - $(client 3 -e "SHOW GLOBAL STATUS LIKE 'wsrep_local_bf_aborts'" | cut -f2)))
+    log "killing node 3 (SIGKILL) mid-run"
+    kill -9 "$(cat "$dir/n3/pid")"
+    rm -f "$dir/n3/pid"
+    killed_at=$SECONDS
+    sleep 3
+    run 3 || rc=1
+    log "node 3 rejoined $((SECONDS - killed_at)) s after its kill; the suite was still running: $(kill -0 "$suite" 2>/dev/null && echo yes || echo no)"
+  else
+    log "the fault suite ended before node 3 could be killed"
+  fi
+  wait "$suite" || rc=1
+  log "certification failures during the fault suite (wsrep_local_cert_failures, all nodes): $(($(certs wsrep_local_cert_failures) - c0)); brute-force aborts (wsrep_local_bf_aborts): $(($(certs wsrep_local_bf_aborts) - b0))"
   return $rc
 }
 

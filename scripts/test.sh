@@ -10,7 +10,9 @@
 # package's tests, package advisory's refusal and the fault suite, with
 # DBLOCK_MYSQL_DSN pointed at it; and the fault suite in portable mode
 # (WithPortable) on PostgreSQL and MariaDB; and a subset on the oldest Go
-# the modules support (go.mod's go line, see below).
+# the modules support (go.mod's go line, see below); and a 3-node MariaDB
+# Galera cluster on loopback (scripts/galera.sh check starts it, runs the
+# Galera tests and the fault suite over its nodes, and stops it).
 # Every step runs even if an earlier one failed; a summary lists each step's
 # result and the script exits non-zero if any failed. A database that cannot
 # be had is a failure, not a skip.
@@ -65,6 +67,7 @@ step "TiDB: conformance and advisory (go test -race)" env DBLOCK_MYSQL_DSN="$tid
   -run 'TestConformance/mysql|TestEngineOf|TestDistributedEngineRefused/mysql' ./internal/dialect/ ./advisory/
 step "TiDB: root package (go test -race -run /mysql)" env DBLOCK_MYSQL_DSN="$tidb" go test -race -count=1 -timeout 20m "$@" -run '/mysql' .
 step "TiDB: fault suite" env DBLOCK_MYSQL_DSN="$tidb" go test -race -count=1 -timeout 20m -v "$@" -run 'TestFaults/mysql' ./internal/faultsuite/
+step "Galera (scripts/galera.sh check: 3 nodes; conformance, advisory, fault suite over the nodes)" ./scripts/galera.sh check
 echo "== summary"
 printf '%s\n' "${results[@]}"
 exit $failed
