@@ -162,10 +162,13 @@ check() {
   local rc=0 suite killed_at
   export DBLOCK_GALERA_DSNS="$(dsn 1) $(dsn 2) $(dsn 3)"
   # Conformance suite, Galera's engine and bells, and advisory's refusal,
-  # on node 1 (the Galera tests on every node).
+  # on node 1 (the Galera tests on every node); the root package's Galera
+  # test isolates node 3 for a while.
   DBLOCK_MYSQL_DSN=$(dsn 1) go test -race -count=1 -timeout 10m \
     -run 'TestConformance/mysql|TestEngineOf|TestGalera|TestBells|TestDistributedEngineRefused/mysql' \
     ./internal/dialect/ ./advisory/ || rc=1
+  # A Lock through a node outside the primary component (1047) waits.
+  go test -race -count=1 -timeout 5m -run 'TestGalera' . || rc=1
   # The fault suite with workers over the three nodes; node 3 is killed
   # (SIGKILL) once it runs and rejoins a few seconds later.
   go test -race -c -o "$dir/faultsuite.test" ./internal/faultsuite/ || return 1
