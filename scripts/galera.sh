@@ -194,6 +194,8 @@ check() {
   fi
   wait "$suite" || rc=1
   log "certification failures during the fault suite (wsrep_local_cert_failures, all nodes): $(($(certs wsrep_local_cert_failures) - c0)); brute-force aborts (wsrep_local_bf_aborts): $(($(certs wsrep_local_bf_aborts) - b0))"
+  # The datadirs (about 600 MB) stay for a look after a failure only.
+  if [ $rc = 0 ]; then stop; rm -rf "$dir"; fi
   return $rc
 }
 
