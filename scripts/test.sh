@@ -10,8 +10,10 @@
 # package's tests, package advisory's refusal and the fault suite, with
 # DBLOCK_MYSQL_DSN pointed at it; and the fault suite in portable mode
 # (WithPortable) on PostgreSQL and MariaDB; the failover suite on a
-# PostgreSQL primary and standby (scripts/pgfailover.sh); and a subset on the oldest Go
-# the modules support (go.mod's go line, see below).
+# PostgreSQL primary and standby (scripts/pgfailover.sh); a 3-node MariaDB
+# Galera cluster on loopback (scripts/galera.sh check starts it, runs the
+# Galera tests and the fault suite over its nodes, and stops it); and a
+# subset on the oldest Go the modules support (go.mod's go line, see below).
 # Every step runs even if an earlier one failed; a summary lists each step's
 # result and the script exits non-zero if any failed. A database that cannot
 # be had is a failure, not a skip.
@@ -75,6 +77,7 @@ step "TiDB: fault suite" env DBLOCK_MYSQL_DSN="$tidb" go test -race -count=1 -ti
 step "PostgreSQL failover (scripts/pgfailover.sh, TestFailover)" bash -c '
   trap "./scripts/pgfailover.sh stop" EXIT
   DBLOCK_FAILOVER=all go test -race -count=1 -timeout 10m -v "$@" -run TestFailover ./internal/faultsuite/' failover "$@"
+step "Galera (scripts/galera.sh check: 3 nodes; conformance, advisory, fault suite over the nodes)" ./scripts/galera.sh check
 echo "== summary"
 printf '%s\n' "${results[@]}"
 exit $failed

@@ -96,7 +96,7 @@ func TestFailover(t *testing.T) {
 			// left on a crashed primary.
 			db.SetMaxIdleConns(0)
 			sz := size{procs: 4, holders: 4, keys: 4, acquisitions: 1 << 30, limit: 3 * time.Minute, faultEvery: 800 * time.Millisecond}
-			r := newRunOn(t, dblock.Postgres, db, dsn, sz, base)
+			r := newRunOn(t, dblock.Postgres, db, dsn, nil, sz, base)
 			r.kinds = []string{"sigkill", "pause"}
 			r.measure = mode == "async"
 			defer r.shutdown()
