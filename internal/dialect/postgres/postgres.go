@@ -10,7 +10,6 @@ import (
 	"context"
 	"database/sql"
 	_ "embed"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -25,7 +24,6 @@ type postgres struct {
 	table                  string
 	acquireSQL, releaseSQL string
 	takeSQL                string
-	rowProbeSQL            string
 	handoffSQL, heldSQL    string
 	heldKeysSQL            string
 	renewSQL, reapSQL      string
@@ -111,7 +109,6 @@ func build(table string, durableRelease, portable bool) *postgres {
 		"{async}", async, "{asyncJoin}", asyncJoin, "{checkLock}", checkLock)
 	p.acquireSQL = queries.Get("acquire", r)
 	p.takeSQL = queries.Get("take", r)
-	p.rowProbeSQL = queries.Get("rowProbe", r)
 	p.releaseSQL = queries.Get("release", r)
 	p.takeMany = dialect.ValuesSQL(queries.Get("takeMany", r), 2, "text", "text")
 	p.releaseMany = dialect.ValuesSQL(queries.Get("releaseMany", r), 1, "text", "text", "bigint")
@@ -152,9 +149,8 @@ func (p *postgres) Upsert(ctx context.Context, q dialect.Querier, key, owner str
 		return 0, false, err
 	}
 	if !p.portable {
-		return p.unlessRowLocked(ctx, q, key, func() (int64, bool, error) {
-			return dialect.ScanToken(dialect.QueryRow(ctx, q, p.acquireSQL, key, owner, ttl.Milliseconds(), p.fenceKey, data))
-		})
+		token, ok, err := dialect.ScanToken(dialect.QueryRow(ctx, q, p.acquireSQL, key, owner, ttl.Milliseconds(), p.fenceKey, data))
+		return held(ctx, token, ok, err)
 	}
 	token, ok, err := p.Take(ctx, q, key, owner, ttl, data)
 	if ok || err != nil {
@@ -168,59 +164,25 @@ func (p *postgres) Upsert(ctx context.Context, q dialect.Querier, key, owner str
 
 // Take takes key in place, alone.
 func (p *postgres) Take(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration, data []byte) (int64, bool, error) {
-	return p.unlessRowLocked(ctx, q, key, func() (int64, bool, error) {
-		return dialect.ScanToken(dialect.QueryRow(ctx, q, p.takeSQL, key, owner, ttl.Milliseconds(), data))
-	})
+	token, ok, err := dialect.ScanToken(dialect.QueryRow(ctx, q, p.takeSQL, key, owner, ttl.Milliseconds(), data))
+	return held(ctx, token, ok, err)
 }
 
-// busyTries bounds how often an acquire that met a lock wait other than a
-// row lock (rowProbe found none) runs again before it reads as held.
-const busyTries = 8
-
-// unlessRowLocked runs acquire, whose statement sets a 1 ms lock_timeout
-// for itself. A 55P03 then says that it met a lock wait: another
-// transaction's row lock on key (a LockTx, a write in flight), which
-// means the key is held, or a wait that says nothing of the key (the
-// relation's extension lock, taken by inserts on a busy server). The probe
-// tells them apart, and only the first reads as held; the second runs the
-// acquire again. The probe runs only after a 55P03: the acquire's own cost
-// is unchanged.
-func (p *postgres) unlessRowLocked(ctx context.Context, q dialect.Querier, key string, acquire func() (int64, bool, error)) (int64, bool, error) {
-	for try := 1; ; try++ {
-		token, ok, err := acquire()
-		if !lockBusy(ctx, err) {
-			return token, ok, err
-		}
-		if try == busyTries {
-			return 0, false, nil
-		}
-		locked, err := p.rowLocked(ctx, q, key)
-		if err != nil || locked {
-			return 0, false, err
-		}
+// held reads an acquire that met another transaction's lock on the row
+// (55P03 under the statement's own lock_timeout) as the key being held.
+func held(ctx context.Context, token int64, ok bool, err error) (int64, bool, error) {
+	if lockBusy(ctx, err) {
+		return 0, false, nil
 	}
+	return token, ok, err
 }
 
-// rowLocked reports whether another transaction holds a lock on key's row,
-// without waiting for it (rowProbe: FOR UPDATE NOWAIT, in a statement of
-// its own).
-func (p *postgres) rowLocked(ctx context.Context, q dialect.Querier, key string) (bool, error) {
-	var one int
-	err := q.QueryRowContext(ctx, p.rowProbeSQL, key).Scan(&one)
-	switch {
-	case err == nil, errors.Is(err, sql.ErrNoRows):
-		return false, nil
-	case dberr.SQLState(err) == pgLockNotAvailable:
-		return true, nil
-	}
-	return false, err
-}
-
-// lockBusy reports whether err ended an acquire that met a lock wait past
-// its lock_timeout: 55P03, or 57014 ("canceling statement due to user
-// request") while ctx lives, which a contended acquire was seen to report
-// once (TestUnlockOutcomeUnderContention) and which no cancellation of
-// ours explains. Either way the statement did nothing.
+// lockBusy reports whether err ended an acquire that met a row lock of
+// another transaction: 55P03, or 57014 ("canceling statement due to user
+// request") while ctx lives, which a contended acquire under its 1 ms
+// lock_timeout was seen to report once (TestUnlockOutcomeUnderContention)
+// and which no cancellation of ours explains. Either way the statement
+// did nothing.
 func lockBusy(ctx context.Context, err error) bool {
 	switch dberr.SQLState(err) {
 	case pgLockNotAvailable:
@@ -446,5 +408,5 @@ func (p *postgres) AlreadyApplied(error) bool { return false }
 // Kinds implements dialect.Dialect.
 func (p *postgres) Kinds() map[string]string {
 	return map[string]string{p.acquireSQL: "upsert", p.takeSQL: "take", p.handoffSQL: "handoff",
-		p.releaseSQL: "release", p.releaseNotifySQL: "release", p.passSQL: "release", p.rowProbeSQL: "probe"}
+		p.releaseSQL: "release", p.releaseNotifySQL: "release", p.passSQL: "release"}
 }

@@ -45,13 +45,6 @@ FROM (SELECT set_config('lock_timeout', '1ms', true)) AS nowait
 WHERE l.key_id = $1 AND (l.depth = 0 OR {expired} OR l.memo = $2)
 RETURNING l.token
 
--- name: rowProbe
--- rowProbe tells, after an acquire failed with 55P03 under its own 1 ms
--- lock_timeout, whether another transaction holds key's row locked (then
--- 55P03 again, at once: the key is held) or the acquire met another lock
--- wait (the relation's extension lock on a busy server), and may run again.
-SELECT 1 FROM {t} AS l WHERE l.key_id = $1 FOR UPDATE NOWAIT
-
 -- name: release
 UPDATE {t} AS l SET
   depth = l.depth - 1,
