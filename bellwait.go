@@ -62,7 +62,7 @@ func (e *bellEars) init(d dialect.Bells) {
 // session (0: none, or too many sessions to listen to); bells maps each
 // session to its bell.
 func (l *Locker) bellRefs(keys []string) (holders []int64, bells map[int64]int) {
-	ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
+	ctx, cancel := context.WithTimeout(l.ctx, idleReadTimeout)
 	defer cancel()
 	holders, err := l.ears.d.Holders(ctx, l.q, keys)
 	if err != nil {

@@ -158,10 +158,33 @@ func (l *Locker) Close() error {
 		l.cancel() // also cuts short a renewal in flight
 		close(l.closing)
 		l.wg.Wait()
-		l.closeErr = l.releaseAll(held)
-		l.stmts.Close()
+		// Past the lease a release is moot (the row has expired): Close
+		// returns within one TTL however slow the database is.
+		ctx, cancel := context.WithTimeout(context.Background(), min(releaseTimeout, l.cfg.ttl))
+		defer cancel()
+		l.closeErr = l.releaseAll(ctx, held)
+		l.closeStmts(ctx)
 	})
 	return l.closeErr
+}
+
+// closeStmts closes the Locker's prepared statements, waiting for that
+// until ctx ends. Closing a statement talks to the server on each idle
+// connection that prepared it, with no context (pgx deallocates with a
+// timeout of its own, 5 s per statement and connection): on a server that
+// stopped answering, the rest is left to run in the background, bounded
+// by the driver, rather than hold Close past the lease.
+func (l *Locker) closeStmts(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.stmts.Close()
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		l.log.Debug("dblock: closing prepared statements outlived Close; left to the driver")
+	}
 }
 
 // spawn runs f as one of the Locker's goroutines, which Close waits for;
@@ -184,15 +207,11 @@ func (l *Locker) spawn(f func()) bool {
 const closeWorkers = 8
 
 // releaseAll releases held in parallel (at most closeWorkers statements at
-// once) within one release timeout in all, so closing a Locker that holds
+// once) until ctx ends (Close: one release timeout, at most a TTL, in all), so closing a Locker that holds
 // many locks costs a fraction of a round trip each, and an unreachable
 // database costs one timeout, not one per lock.
-func (l *Locker) releaseAll(held []*Lock) error {
+func (l *Locker) releaseAll(ctx context.Context, held []*Lock) error {
 	cause := fmt.Errorf("%w: %w", ErrReleased, ErrClosed)
-	// Past the lease a release is moot (the row has expired): Close
-	// returns within one TTL however slow the database is.
-	ctx, cancel := context.WithTimeout(context.Background(), min(releaseTimeout, l.cfg.ttl))
-	defer cancel()
 	errs := make([]error, len(held))
 	next := make(chan int)
 	var wg sync.WaitGroup

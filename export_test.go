@@ -170,6 +170,10 @@ func ColdWaiters(l *Locker) int {
 	return n
 }
 
+// HookIdleRead runs hook before each of l's idle poller's reads of the
+// rows, on the read's context. Test hook.
+func HookIdleRead(l *Locker, hook func(ctx context.Context)) { l.idle.hookRead.Store(&hook) }
+
 // IdleRounds reports how many rounds l's idle poller has run. Test hook.
 func IdleRounds(l *Locker) int64 { return l.idle.rounds.Load() }
 

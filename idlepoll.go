@@ -28,6 +28,15 @@ const (
 	// idleBatch bounds the keys of one statement (MySQL IN lists, padded
 	// to a power of two).
 	idleBatch = 512
+	// idleReadTimeout bounds each statement of the idle poller (its reads,
+	// and its announcements to holders, best effort). A read that
+	// takes longer (a connection that stopped answering, a server that
+	// hangs) wakes the batch's waiters, which poll on their own, instead
+	// of holding every cold waiter of the Locker for a release timeout (5 s,
+	// a whole lease at the default TTL), past the leases of the keys it
+	// watches: their own fallback polls come only every half of their own
+	// lease, which may be longer than the holder's.
+	idleReadTimeout = bellWait
 )
 
 // idlePoll is the idle poller's state.
@@ -37,6 +46,9 @@ type idlePoll struct {
 	running bool
 	rounds  atomic.Int64 // rounds run, for tests
 	warned  atomic.Bool  // a failed read was logged at warning level
+	// hookRead, when set (by tests), runs before each read of the rows,
+	// on the read's context.
+	hookRead atomic.Pointer[func(context.Context)]
 }
 
 // goCold hands key's polling to the idle poller, starting it if needed.
@@ -122,7 +134,7 @@ func (l *Locker) idleLoop() {
 			// Holders notify releases of wanted keys only: say it for all
 			// our cold waiters at once, as a polling waiter does for its own.
 			for b := range slices.Chunk(keys, idleBatch) {
-				ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
+				ctx, cancel := context.WithTimeout(l.ctx, idleReadTimeout)
 				l.announceWant(ctx, b...)
 				cancel()
 			}
@@ -163,7 +175,10 @@ func (l *Locker) wakeFree(keys []string) (found bool, busy map[string]bool, ok b
 	for len(keys) > 0 {
 		batch := keys[:min(idleBatch, len(keys))]
 		keys = keys[len(batch):]
-		ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
+		ctx, cancel := context.WithTimeout(l.ctx, idleReadTimeout)
+		if hook := l.idle.hookRead.Load(); hook != nil {
+			(*hook)(ctx)
+		}
 		held, err := l.d.HeldKeys(ctx, l.q, batch, "")
 		cancel()
 		if err != nil {
@@ -201,7 +216,7 @@ func (l *Locker) grantedHere(key string) bool {
 	if memo == "" || !l.grantsByTicket() {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
+	ctx, cancel := context.WithTimeout(l.ctx, idleReadTimeout)
 	defer cancel()
 	_, held, err := l.ownedBy(ctx, l.q, key, memo)
 	return held && err == nil

@@ -3,6 +3,8 @@ package advisory_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,4 +35,24 @@ func TestDistributedEngineRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestGaleraRefused: on a MariaDB Galera node (wsrep_on = ON) every lock
+// is refused with an error wrapping errors.ErrUnsupported: GET_LOCK's names
+// are one node's, so two nodes would grant the same key, and MariaDB
+// refuses GET_LOCK under Galera since MDEV-30473 (1235).
+func TestGaleraRefused(t *testing.T) {
+	dsns := dbtest.GaleraDSNs(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, dsn := range dsns {
+		l := lockerOn(t, dbtest.OpenMySQL(t, dsn))
+		lk, err := l.TryLock(ctx, randomKey("galera"))
+		if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(fmt.Sprint(err), "galera") {
+			t.Errorf("TryLock on the Galera node %s = %v, %v; want an error naming galera, wrapping errors.ErrUnsupported", dsn, lk, err)
+		}
+		if lk != nil {
+			_ = lk.Unlock(ctx)
+		}
+	}
 }

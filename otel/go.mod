@@ -3,7 +3,7 @@ module github.com/dblockhq/dblock/otel
 go 1.25.0
 
 require (
-	github.com/dblockhq/dblock v0.1.0
+	github.com/dblockhq/dblock v0.2.0
 	github.com/prometheus/client_golang v1.24.1
 	go.opentelemetry.io/otel v1.46.0
 	go.opentelemetry.io/otel/exporters/prometheus v0.68.0

@@ -9,10 +9,14 @@
 # outside the repository, and starts it): the conformance suite, the root
 # package's tests, package advisory's refusal and the fault suite, with
 # DBLOCK_MYSQL_DSN pointed at it; and the fault suite in portable mode
-# (WithPortable) on PostgreSQL and MariaDB; and a subset on the oldest Go
-# the modules support (go.mod's go line, see below); and the conformance
-# suite and the root package's PostgreSQL tests on PostgreSQL 12 and 18
-# (scripts/pgversions.sh; DBLOCK_PG_VERSIONS picks other majors).
+# (WithPortable) on PostgreSQL and MariaDB; the failover suite on a
+# PostgreSQL primary and standby (scripts/pgfailover.sh); a 3-node MariaDB
+# Galera cluster on loopback (scripts/galera.sh check starts it, runs the
+# Galera tests and the fault suite over its nodes, and stops it); the
+# conformance suite and the root package's PostgreSQL tests on PostgreSQL
+# 12 and 18 (scripts/pgversions.sh; DBLOCK_PG_VERSIONS picks other majors);
+# and a subset on the oldest Go the modules support (go.mod's go line, see
+# below).
 # Every step runs even if an earlier one failed; a summary lists each step's
 # result and the script exits non-zero if any failed. A database that cannot
 # be had is a failure, not a skip.
@@ -87,6 +91,16 @@ step "TiDB: conformance and advisory (go test -race)" env DBLOCK_MYSQL_DSN="$tid
   -run 'TestConformance/mysql|TestEngineOf|TestDistributedEngineRefused/mysql' ./internal/dialect/ ./advisory/
 step "TiDB: root package (go test -race -run /mysql)" env DBLOCK_MYSQL_DSN="$tidb" go test -race -count=1 -timeout 20m "$@" -run '/mysql' .
 step "TiDB: fault suite" env DBLOCK_MYSQL_DSN="$tidb" go test -race -count=1 -timeout 20m -v "$@" -run 'TestFaults/mysql' ./internal/faultsuite/
+# PostgreSQL failover: a primary and a streaming standby on 55432/55433
+# (scripts/pgfailover.sh, which installs postgresql-15 if it is missing),
+# failed over three times under the fault suite's workers in each of three
+# setups: synchronous, asynchronous (measured, not failed) and asynchronous
+# fenced (two to four minutes on 2 cores); the pair is stopped whatever
+# happens.
+step "PostgreSQL failover (scripts/pgfailover.sh, TestFailover)" bash -c '
+  trap "./scripts/pgfailover.sh stop" EXIT
+  DBLOCK_FAILOVER=all go test -race -count=1 -timeout 10m -v "$@" -run TestFailover ./internal/faultsuite/' failover "$@"
+step "Galera (scripts/galera.sh check: 3 nodes; conformance, advisory, fault suite over the nodes)" ./scripts/galera.sh check
 echo "== summary"
 printf '%s\n' "${results[@]}"
 exit $failed

@@ -54,7 +54,7 @@ func TestRunReleaseErrorSaysLeaseOnce(t *testing.T) {
 	r := wait(t, done, "run whose release fails")
 	var line string
 	for l := range strings.Lines(r.stderr) {
-		if strings.HasPrefix(l, "dblock run: releasing") {
+		if strings.HasPrefix(l, "dblock run: ") && strings.Contains(l, "releasing it failed") {
 			line = l
 		}
 	}

@@ -21,7 +21,8 @@ import (
 const (
 	myServerShutdown  = 1053
 	myLockWaitTimeout = 1205
-	myLockDeadlock    = 1213
+	myLockDeadlock    = 1213 // also a Galera certification failure
+	myWsrepNotReady   = 1047 // a Galera node outside the primary component
 	myConnKilled      = 1927 // MariaDB: connection was killed
 	myServerGone      = 2006 // client errors, when a driver reports them
 	myServerLost      = 2013
@@ -54,14 +55,15 @@ func Conn(err error) bool {
 }
 
 // RolledBack reports errors that mean the database undid the statement (a
-// deadlock, a serialization failure, a lock wait timeout): nothing was done,
-// and the same statement may succeed if sent again.
+// deadlock, a serialization failure, a lock wait timeout, a Galera node's
+// certification failure or refusal while outside the primary component):
+// nothing was done, and the same statement may succeed if sent again.
 func RolledBack(err error) bool {
 	if s := SQLState(err); s == "40001" || s == "40P01" {
 		return true
 	}
 	var me *mysql.MySQLError
-	return errors.As(err, &me) && (me.Number == myLockDeadlock || me.Number == myLockWaitTimeout)
+	return errors.As(err, &me) && (me.Number == myLockDeadlock || me.Number == myLockWaitTimeout || me.Number == myWsrepNotReady)
 }
 
 // Transient reports errors that may heal by themselves (Conn or RolledBack).

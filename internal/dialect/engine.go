@@ -2,6 +2,8 @@ package dialect
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"strings"
 	"sync/atomic"
 )
@@ -19,7 +21,10 @@ const (
 	EngineMySQL       Engine = "mysql"
 	EngineMariaDB     Engine = "mariadb"
 	EngineTiDB        Engine = "tidb"
-	EngineSQLite      Engine = "sqlite"
+	// EngineGalera is MariaDB Galera Cluster: a MariaDB server with
+	// wsrep_on = ON, one node of a multi-primary cluster.
+	EngineGalera Engine = "galera"
+	EngineSQLite Engine = "sqlite"
 )
 
 // EngineOf names the engine of a dialect from the server's version string
@@ -49,9 +54,14 @@ func EngineOf(dialectName, version string) Engine {
 
 // Distributed reports whether e is a distributed SQL engine, on which
 // dblock runs in portable mode: plain SQL only (no triggers, advisory
-// locks or notifications between sessions).
+// locks or notifications between sessions). Galera is one: its named
+// locks (GET_LOCK) are one node's, or refused (MDEV-30473).
 func (e Engine) Distributed() bool {
-	return e == EngineTiDB || e == EngineCockroachDB || e == EngineYugabyteDB
+	switch e {
+	case EngineTiDB, EngineCockroachDB, EngineYugabyteDB, EngineGalera:
+		return true
+	}
+	return false
 }
 
 // DetectEngine asks the server behind q which engine it is.
@@ -63,7 +73,27 @@ func DetectEngine(ctx context.Context, q Querier, dialectName string) (Engine, e
 	if err := q.QueryRowContext(ctx, `SELECT version()`).Scan(&version); err != nil {
 		return "", err
 	}
-	return EngineOf(dialectName, version), nil
+	e := EngineOf(dialectName, version)
+	if e == EngineMariaDB {
+		return galeraOf(ctx, q)
+	}
+	return e, nil
+}
+
+// galeraOf tells a Galera node (wsrep_on = ON, as Flyway checks it) from a
+// lone MariaDB server; a server built without wsrep has no such variable.
+func galeraOf(ctx context.Context, q Querier) (Engine, error) {
+	var name, on string
+	err := q.QueryRowContext(ctx, `SHOW GLOBAL VARIABLES LIKE 'wsrep_on'`).Scan(&name, &on)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return EngineMariaDB, nil
+	case err != nil:
+		return "", err
+	case strings.EqualFold(on, "ON") || on == "1":
+		return EngineGalera, nil
+	}
+	return EngineMariaDB, nil
 }
 
 // EngineProbe learns the engine once, from the first statement that needs

@@ -29,7 +29,7 @@ func (r *run) check() {
 	for _, iv := range ivs {
 		if r.verified[ivKey{iv.key, iv.tok}] {
 			if !iv.end.Valid {
-				t.Errorf("%s token %d by %s reported a live hold but has no end", iv.key, iv.tok, iv.worker)
+				r.errorf("%s token %d by %s reported a live hold but has no end", iv.key, iv.tok, iv.worker)
 				continue
 			}
 			byKey[iv.key] = append(byKey[iv.key], iv)
@@ -58,12 +58,12 @@ func (r *run) check() {
 		for i, iv := range list {
 			if i > 0 && iv.start.Before(last.end.Time) {
 				overlaps++
-				t.Errorf("overlap on %s: token %d (%s) held %v..%v, token %d (%s) from %v",
+				r.errorf("overlap on %s: token %d (%s) held %v..%v, token %d (%s) from %v",
 					key, last.tok, last.worker, last.start, last.end.Time, iv.tok, iv.worker, iv.start)
 			}
 			if i > 0 && iv.tok <= list[i-1].tok {
 				disorder++
-				t.Errorf("token order on %s: token %d (%s) started at %v, after token %d", key, iv.tok, iv.worker, iv.start, list[i-1].tok)
+				r.errorf("token order on %s: token %d (%s) started at %v, after token %d", key, iv.tok, iv.worker, iv.start, list[i-1].tok)
 			}
 			if i == 0 || iv.end.Time.After(last.end.Time) {
 				last = iv
@@ -73,7 +73,7 @@ func (r *run) check() {
 	// The guard only ever raises a token; every recorded hold passed it.
 	for _, iv := range ivs {
 		if iv.tok > guards[iv.key] {
-			t.Errorf("%s: token %d recorded above the guard's %d", iv.key, iv.tok, guards[iv.key])
+			r.errorf("%s: token %d recorded above the guard's %d", iv.key, iv.tok, guards[iv.key])
 		}
 	}
 
@@ -81,13 +81,13 @@ func (r *run) check() {
 	t.Logf("%s: linearizability (porcupine, lock model with fencing tokens): %d operations on %d keys: %s",
 		r.d, n, len(r.spec.Keys), map[porcupine.CheckResult]string{porcupine.Ok: "linearizable", porcupine.Illegal: "NOT linearizable", porcupine.Unknown: "undecided (timeout)"}[res])
 	if res != porcupine.Ok {
-		t.Errorf("the history of %d operations is not shown linearizable: %v\n%s", n, res, r.hist.explain())
+		r.errorf("the history of %d operations is not shown linearizable: %v\n%s", n, res, r.hist.explain())
 	}
 	stale := r.hist.errAfterTakeover()
 	t.Logf("%s: %d holds saw Err return nil (last before their writes or end); %d of them after a larger token of their key was acquired",
 		r.d, len(r.hist.lastNil), len(stale))
 	for _, s := range stale {
-		t.Error(s)
+		r.errorf("%s", s)
 	}
 
 	slices.Sort(r.takeovers)
@@ -110,7 +110,7 @@ func (r *run) check() {
 	}
 
 	for _, s := range r.problems {
-		t.Error(s)
+		r.errorf("%s", s)
 	}
 	for key, k := range r.pending {
 		t.Errorf("the key %s of a holder killed %v before the end was never taken again", key, time.Since(k.at).Round(time.Millisecond))
@@ -181,7 +181,7 @@ func (r *run) checkShared(byKey map[string][]interval) int {
 		for _, rd := range readers {
 			if overlap(w, rd) {
 				mixed++
-				t.Errorf("a reader with a writer: %s token %d (%s) held %v..%v, writer token %d (%s) %v..%v",
+				r.errorf("a reader with a writer: %s token %d (%s) held %v..%v, writer token %d (%s) %v..%v",
 					rd.key, rd.tok, rd.worker, rd.start, rd.end.Time, w.tok, w.worker, w.start, w.end.Time)
 			}
 		}

@@ -75,6 +75,12 @@ type workerSpec struct {
 	MaxRun    time.Duration // the worker gives up after this even if its parent lives
 	Portable  bool          // WithPortable
 	FIFO      bool          // WithFIFO
+	// DSN, when set, is dialed directly instead of through a fault proxy
+	// (the failover suite's multi-host DSN): cut and stall do nothing.
+	DSN string
+	// NodeDSN, when set (MySQL), is the server the worker's proxy leads to
+	// (a cluster's node) instead of DBLOCK_MYSQL_DSN.
+	NodeDSN string
 }
 
 func (s workerSpec) encode() string {

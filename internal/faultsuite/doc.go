@@ -32,9 +32,20 @@
 // lock (a write stalled in flight) are expected: they are counted as stale
 // tokens rejected.
 //
+// TestFailover runs the same workers and checks on a PostgreSQL primary and
+// streaming standby that scripts/pgfailover.sh starts, failing the primary
+// over three times (a crash, a promotion, a new standby), synchronous,
+// asynchronous (measured: what the checks find is counted, not failed) and
+// asynchronous fenced; it runs only when DBLOCK_FAILOVER is set (see its
+// comment and "High availability" in docs/operations.md).
+//
 // By default (CI) the run is sized to finish in a minute or two per
 // database. DBLOCK_FAULT_LONG=1 runs a longer, larger suite for local use;
 // DBLOCK_FAULT_SEED replays a run's fault schedule (the seed is logged).
+// DBLOCK_MYSQL_DSNS (several DSNs, the nodes of a MariaDB Galera cluster,
+// scripts/galera.sh) spreads the MySQL workers over those nodes, worker
+// slot i on node i mod n; the parent's checks read through
+// DBLOCK_MYSQL_DSN with wsrep_sync_wait=1.
 //
 //	go test -race -count=1 -v -run TestFaults ./internal/faultsuite/
 //	DBLOCK_FAULT_LONG=1 go test -race -count=1 -v -timeout 60m -run TestFaults ./internal/faultsuite/

@@ -36,6 +36,20 @@ func TestFaults(t *testing.T) {
 	})
 }
 
+// node is one server of a cluster, as the workers of its slots reach it.
+type node struct {
+	dsn string
+	db  *sql.DB
+}
+
+// dbOf returns the pool on p's server: its node's, or the run's.
+func (r *run) dbOf(p *proc) *sql.DB {
+	if len(r.nodes) > 0 {
+		return r.nodes[p.slot%len(r.nodes)].db
+	}
+	return r.db
+}
+
 // holding is a key's current holder as the workers reported it.
 type holding struct {
 	p   *proc
@@ -77,10 +91,32 @@ type run struct {
 	hist       *history // every worker's operations, checked for linearizability
 	samples    []string // a few failed writes, for the log
 	problems   []string // unexpected process exits
+	// nodes are the cluster's nodes when DBLOCK_MYSQL_DSNS names several
+	// (a Galera cluster): worker slot i works through node i mod
+	// len(nodes), and a terminate fault KILLs on its worker's node.
+	nodes []node
 	// noKill replaces terminate faults by cuts: TiDB (the build that
 	// scripts/tidb.sh makes) panics and exits when a session it killed
 	// closes with a transaction open (pingcap/tidb#63956, #69304).
 	noKill bool
+	// kinds, when set, are the faults inject draws from (faultKinds
+	// otherwise).
+	kinds []string
+	// measure turns the checks' failures into counted log lines
+	// (violations): the asynchronous failover run measures them.
+	measure    bool
+	violations int
+}
+
+// errorf fails the run, or, when it only measures, logs and counts.
+func (r *run) errorf(format string, args ...any) {
+	r.t.Helper()
+	if r.measure {
+		r.violations++
+		r.t.Logf("VIOLATION (measured): "+format, args...)
+		return
+	}
+	r.t.Errorf(format, args...)
 }
 
 func newRun(t *testing.T, d dblock.Dialect, sz size, base int64) *run {
@@ -88,7 +124,29 @@ func newRun(t *testing.T, d dblock.Dialect, sz size, base int64) *run {
 	if d == dblock.MySQL {
 		params = []string{"parseTime=true"}
 	}
+	var nodes []node
+	if d == dblock.MySQL && len(dbtest.MySQLDSNs()) > 0 {
+		// A cluster: the checks' reads wait for what every node committed
+		// before them (Galera's causal reads).
+		params = append(params, "wsrep_sync_wait=1")
+	}
 	db := dbtest.Open(t, d, params...)
+	if d == dblock.MySQL {
+		for i, dsn := range dbtest.MySQLDSNs() {
+			nodes = append(nodes, node{dsn: dsn, db: dbtest.OpenMySQL(t, dbtest.WithParam(dsn, "parseTime=true"))})
+			t.Logf("node %d: %s", i+1, dsn)
+		}
+		if len(nodes) > 0 {
+			t.Logf("workers spread over %d nodes (DBLOCK_MYSQL_DSNS); the checks read through DBLOCK_MYSQL_DSN", len(nodes))
+		}
+	}
+	return newRunOn(t, d, db, "", nodes, sz, base)
+}
+
+// newRunOn is newRun on db; the workers dial dsn directly when it is set
+// (see workerSpec.DSN), through fault proxies to d's server otherwise, or
+// to their nodes' (nodes: a cluster's, see run.nodes).
+func newRunOn(t *testing.T, d dblock.Dialect, db *sql.DB, dsn string, nodes []node, sz size, base int64) *run {
 	portable := os.Getenv(portableEnv) == "1"
 	var mode []dblock.Option
 	if portable {
@@ -101,7 +159,7 @@ func newRun(t *testing.T, d dblock.Dialect, sz size, base int64) *run {
 	}
 	table := dbtest.Table(t, db, d, mode...)
 	spec := workerSpec{Dialect: d, Table: table, Guard: table + "_guard", Intervals: table + "_iv",
-		Holders: sz.holders, MaxRun: sz.limit + time.Minute, Portable: portable, FIFO: fifo}
+		Holders: sz.holders, MaxRun: sz.limit + time.Minute, Portable: portable, FIFO: fifo, DSN: dsn}
 	for i := range sz.keys {
 		spec.Keys = append(spec.Keys, "k"+strconv.Itoa(i))
 	}
@@ -133,7 +191,7 @@ func newRun(t *testing.T, d dblock.Dialect, sz size, base int64) *run {
 		t.Log("TiDB: terminate faults are cuts here (KILL of a session in a transaction crashes this tidb-server: pingcap/tidb#63956)")
 	}
 	r := &run{
-		t: t, d: d, db: db, q: q, sz: sz, spec: spec, base: base, noKill: noKill,
+		t: t, d: d, db: db, q: q, sz: sz, spec: spec, base: base, noKill: noKill, nodes: nodes,
 		rng:    rand.New(rand.NewPCG(uint64(base), uint64(len(d)))),
 		start:  time.Now(),
 		events: make(chan event, 1024),
@@ -153,6 +211,9 @@ func (r *run) launch(slot, gen int) {
 	spec := r.spec
 	spec.Name = fmt.Sprintf("w%dg%d", slot, gen)
 	spec.Seed = r.base + int64(slot)<<32 + int64(gen)
+	if len(r.nodes) > 0 {
+		spec.NodeDSN = r.nodes[slot%len(r.nodes)].dsn
+	}
 	p, err := startProc(slot, gen, spec, r.events)
 	if err != nil {
 		r.t.Fatalf("start %s: %v", spec.Name, err)

@@ -3,6 +3,8 @@ package faultsuite
 import (
 	"context"
 	"time"
+
+	"github.com/dblockhq/dblock/internal/dberr"
 )
 
 // Fault kinds.
@@ -11,10 +13,17 @@ var faultKinds = []string{"sigkill", "cut", "stall", "terminate", "pause"}
 // inject draws a fault and applies it to a random worker, preferring one
 // that holds a key.
 func (r *run) inject() {
-	kind := faultKinds[r.rng.IntN(len(faultKinds))]
+	kinds := faultKinds
+	if r.kinds != nil {
+		kinds = r.kinds
+	}
+	kind := kinds[r.rng.IntN(len(kinds))]
 	live := r.live()
 	if kind == "sigkill" && len(live) < len(r.procs) {
 		kind = "cut" // one process down at a time: keep the others busy
+		if r.kinds != nil {
+			return // no proxies to cut
+		}
 	}
 	if kind == "terminate" && r.noKill {
 		kind = "cut" // see run.noKill
@@ -99,7 +108,13 @@ func (r *run) terminate(p *proc) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, id := range p.sessions[max(0, len(p.sessions)-8):] {
-		ok, err := terminate(ctx, r.db, r.d, id, appName(p.name))
+		ok, err := terminate(ctx, r.dbOf(p), r.d, id, appName(p.name))
+		if err != nil && len(r.nodes) > 0 && dberr.Transient(err) {
+			// Its node is down or outside the primary component (a node
+			// killed by scripts/galera.sh check): so are its sessions.
+			r.faults["terminate-node-down"]++
+			return
+		}
 		if err != nil {
 			r.t.Errorf("terminate session %d of %s: %v", id, p.name, err)
 			return

@@ -43,6 +43,9 @@ func startProc(slot, gen int, spec workerSpec, events chan<- event) (*proc, erro
 	cmd := exec.Command(os.Args[0], "-test.run=^TestWorkerProcess$", "-test.count=1",
 		"-test.timeout="+(spec.MaxRun+time.Minute).String())
 	cmd.Env = append(os.Environ(), workerEnv+"="+spec.encode())
+	if spec.NodeDSN != "" { // the worker's proxy and checks go there
+		cmd.Env = append(cmd.Env, "DBLOCK_MYSQL_DSN="+spec.NodeDSN)
+	}
 	p := &proc{slot: slot, gen: gen, name: spec.Name, cmd: cmd, stderr: &tail{max: 16 << 10}}
 	cmd.Stderr = p.stderr
 	stdin, err := cmd.StdinPipe()

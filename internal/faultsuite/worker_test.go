@@ -49,7 +49,11 @@ func TestWorkerProcess(t *testing.T) {
 		t.Fatalf("%s: %v", workerEnv, err)
 	}
 	out := &reporter{w: os.Stdout}
-	proxy, dsn := dbtest.Proxy(t, spec.Dialect)
+	var proxy *faultproxy.Proxy
+	dsn := spec.DSN
+	if dsn == "" {
+		proxy, dsn = dbtest.Proxy(t, spec.Dialect)
+	}
 	if spec.Dialect == dblock.Postgres {
 		dsn = dbtest.WithParam(dsn, "application_name="+appName(spec.Name))
 	}
@@ -119,8 +123,9 @@ func TestWorkerProcess(t *testing.T) {
 	}
 }
 
-// obey applies the parent's commands to the proxy until stdin ends (the
-// parent closed it, or died), then calls stop.
+// obey applies the parent's commands to the proxy (nil: none, the commands
+// are ignored) until stdin ends (the parent closed it, or died), then calls
+// stop.
 func obey(r io.Reader, p *faultproxy.Proxy, stop func()) {
 	defer stop()
 	var mu sync.Mutex
@@ -128,6 +133,9 @@ func obey(r io.Reader, p *faultproxy.Proxy, stop func()) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
+		if p == nil {
+			continue
+		}
 		switch {
 		case len(f) == 1 && f[0] == "cut":
 			p.Cut()

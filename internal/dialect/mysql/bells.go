@@ -42,8 +42,8 @@ func (m *mysqlDialect) bellsOn(ctx context.Context, q dialect.Querier) (*mysqlDi
 	if err != nil {
 		return nil, err
 	}
-	if m.tidb || m.portable {
-		return nil, fmt.Errorf("%w: no named-lock bells on TiDB or in portable mode", dialect.ErrNoNotify)
+	if m.tidb || m.portable { // portable also on Galera
+		return nil, fmt.Errorf("%w: no named-lock bells on TiDB, on Galera or in portable mode", dialect.ErrNoNotify)
 	}
 	return m, nil
 }

@@ -60,6 +60,7 @@ type mysqlDialect struct {
 	engine *dialect.EngineProbe
 	ti     *mysqlDialect
 	maria  *mysqlDialect // MariaDB's: acquires that never wait for a row lock
+	galera *mysqlDialect // MariaDB Galera's: maria's, portable
 	// cycleTmpl is cycleMany's text before its lists are filled in.
 	cycleTmpl string
 }
@@ -84,6 +85,12 @@ func New(cfg dialect.Config) dialect.Dialect {
 	m.maria.takeSQL = mariaNoWait + m.maria.takeSQL
 	m.maria.acquireSQL = mariaNoWait + m.maria.acquireSQL
 	m.maria.cycleMany = dialect.NewSized(func(n int) string { return mariaNoWait + batchSQL(m.cycleTmpl, n, "(?, ?, ?, ?)") })
+	// Galera: MariaDB's statements in portable mode (no bells, the
+	// version table's row as the migration lock), as GET_LOCK's names are
+	// one node's there, or refused (MDEV-30473).
+	galera := *m.maria
+	galera.portable = true
+	m.galera = &galera
 	m.engine = dialect.NewEngineProbe(dialect.MySQL)
 	return m
 }
@@ -189,6 +196,8 @@ func (m *mysqlDialect) on(ctx context.Context, q dialect.Querier) (*mysqlDialect
 		return m.ti, nil
 	case e == dialect.EngineMariaDB && m.maria != nil:
 		return m.maria, nil
+	case e == dialect.EngineGalera && m.galera != nil:
+		return m.galera, nil
 	}
 	return m, nil
 }
@@ -284,7 +293,8 @@ func (m *mysqlDialect) Handoff(ctx context.Context, q dialect.Querier, key, owne
 }
 
 // MigrateLock takes GET_LOCK, or in portable mode (and on TiDB, which
-// clamps GET_LOCK's timeout) the version table's lock row.
+// clamps GET_LOCK's timeout, and on Galera, whose GET_LOCK is one node's)
+// the version table's lock row.
 func (m *mysqlDialect) MigrateLock(ctx context.Context, conn *sql.Conn, name string) (func() error, error) {
 	v, err := m.on(ctx, conn)
 	if err != nil {
@@ -330,7 +340,11 @@ const (
 	erNoSuchTable     = 1146
 	erBadField        = 1054 // unknown column: the schema is older than the code
 	erLockWaitTimeout = 1205
-	erLockDeadlock    = 1213
+	erLockDeadlock    = 1213 // also Galera's certification failure, at COMMIT
+	// erWsrepNotReady is ER_UNKNOWN_COM_ERROR, which a Galera node outside
+	// the primary component answers to every statement ("WSREP has not
+	// yet prepared node for application use"): nothing was done.
+	erWsrepNotReady = 1047
 	// TiDB's: a write conflict, and a KV error safe to retry; the
 	// statement did nothing.
 	tidbWriteConflict = 9007
@@ -343,7 +357,7 @@ func (m *mysqlDialect) Classify(err error) dialect.Class {
 		switch me.Number {
 		case erNoSuchTable, erBadField:
 			return dialect.NoTable
-		case erLockDeadlock, erLockWaitTimeout, tidbWriteConflict, tidbRetryable:
+		case erLockDeadlock, erLockWaitTimeout, erWsrepNotReady, tidbWriteConflict, tidbRetryable:
 			return dialect.RolledBack
 		}
 		if dberr.Conn(err) { // the server is shutting down, or killed the session

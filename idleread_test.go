@@ -1,0 +1,78 @@
+package dblock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dbtest"
+	"github.com/dblockhq/dblock/internal/faultproxy"
+)
+
+// A read of the idle poller that hangs (here: until its context ends)
+// holds the Locker's cold waiters for at most about a second, not a
+// release timeout: its waiters are woken to poll on their own, and one
+// takes the key soon after the holder's short lease ends, though their
+// own leases (and so their fallback polls) are far longer. Before, the
+// read had a release timeout (5 s): the key stayed free about 4 s past
+// the holder's lease of 1 s.
+func TestIdleReadHangs(t *testing.T) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		const ttl = time.Second
+		const key = "idle-read-hangs"
+		db := dbtest.Open(t, d)
+		table := dbtest.Table(t, db, d)
+		pdb, p := proxied(t, d)
+		holder, err := dblock.New(pdb, dblock.WithTable(table), dblock.WithTTL(ttl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer holder.Close()
+		lk, err := holder.Lock(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := dblock.New(db, dblock.WithTable(table), dblock.WithTTL(30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		got := make(chan *dblock.Lock, 1)
+		go func() {
+			w, err := l.Lock(ctx, key)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- w
+		}()
+		eventually(t, 20*time.Second, time.Millisecond, "a cold waiter", func() bool {
+			return dblock.ColdWaiters(l) > 0
+		})
+		// From now on every read of the idle poller hangs until its
+		// context ends.
+		hung := make(chan struct{}, 1)
+		dblock.HookIdleRead(l, func(ctx context.Context) {
+			select {
+			case hung <- struct{}{}:
+			default:
+			}
+			<-ctx.Done()
+		})
+		<-hung
+		p.SetMode(faultproxy.Down) // the holder dies
+		late := awaitTakeover(t, ctx, db, d, table, key, lk.Token())
+		t.Logf("taken %v after the dead lease's end", late)
+		w := <-got
+		if w != nil {
+			defer w.Unlock(ctx)
+		}
+		// A bound, not a race: the hung read ends after idleReadTimeout
+		// (1 s) and wakes the waiter; the margin is for a loaded machine.
+		if late > 2500*time.Millisecond {
+			t.Fatalf("the key of a dead holder was taken %v after its lease ended, with the idle poller's reads hanging", late)
+		}
+	})
+}
