@@ -52,6 +52,7 @@ func TestCancelledAcquireLeavesNoHolder(t *testing.T) {
 				lopts = append(lopts, dblock.Owner("cancelled-owner"))
 			}
 			l, db, table := dbtest.Locker(t, d, opts...)
+			skipUnlessFailFast(t, db, d)
 			ctx := ctxT(t, 30*time.Second)
 			const key = "cancelled-acquire"
 			if err := mustLock(t)(l.TryLock(ctx, key)).Unlock(ctx); err != nil {

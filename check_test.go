@@ -26,6 +26,7 @@ func TestCheckBlocksTakeover(t *testing.T) {
 	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		ctx := testCtx(t)
 		l, db, table := dbtest.Locker(t, d, dblock.WithTTL(shortTTL))
+		skipUnlessFailFast(t, db, d)
 		other, err := dblock.New(db, dblock.WithTable(table))
 		if err != nil {
 			t.Fatal(err)

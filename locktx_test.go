@@ -124,6 +124,7 @@ func TestTryLockFailsFastOnTxLock(t *testing.T) {
 	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		ctx := testCtx(t)
 		l, db, _ := dbtest.Locker(t, d)
+		skipUnlessFailFast(t, db, d)
 		tx := begin(t, db)
 		txl, err := l.LockTx(ctx, tx, "k")
 		if err != nil {
