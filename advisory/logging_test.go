@@ -1,7 +1,6 @@
 package advisory_test
 
 import (
-	"context"
 	"log/slog"
 	"strings"
 	"testing"
@@ -12,26 +11,12 @@ import (
 	"github.com/dblockhq/dblock/internal/dbtest"
 )
 
-// msgs is a slog.Handler that sends every record's message to a channel.
-type msgs chan string
-
-func (m msgs) Enabled(context.Context, slog.Level) bool { return true }
-func (m msgs) WithAttrs([]slog.Attr) slog.Handler       { return m }
-func (m msgs) WithGroup(string) slog.Handler            { return m }
-func (m msgs) Handle(_ context.Context, r slog.Record) error {
-	select {
-	case m <- r.Message:
-	default:
-	}
-	return nil
-}
-
 // A Locker given no logger logs to slog.Default() as it was at New: a
 // lost lock is not silent.
 func TestDefaultLoggerHearsLoss(t *testing.T) {
 	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		ctx := testCtx(t, 30*time.Second)
-		heard := make(msgs, 64)
+		heard := make(dbtest.Messages, 64)
 		old := slog.Default()
 		slog.SetDefault(slog.New(heard))
 		l, db := newLocker(t, d, advisory.WithProbeInterval(50*time.Millisecond))

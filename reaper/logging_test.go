@@ -1,7 +1,6 @@
 package reaper_test
 
 import (
-	"context"
 	"log/slog"
 	"strings"
 	"testing"
@@ -12,25 +11,11 @@ import (
 	"github.com/dblockhq/dblock/reaper"
 )
 
-// msgs is a slog.Handler that sends every record's message to a channel.
-type msgs chan string
-
-func (m msgs) Enabled(context.Context, slog.Level) bool { return true }
-func (m msgs) WithAttrs([]slog.Attr) slog.Handler       { return m }
-func (m msgs) WithGroup(string) slog.Handler            { return m }
-func (m msgs) Handle(_ context.Context, r slog.Record) error {
-	select {
-	case m <- r.Message:
-	default:
-	}
-	return nil
-}
-
 // A Reaper given no logger logs to slog.Default() as it was at New: a
 // failed pass is not silent.
 func TestDefaultLoggerHearsFailedPass(t *testing.T) {
 	l, db, table := dbtest.Locker(t, dblock.SQLite, dblock.WithLogger(slog.New(slog.DiscardHandler)))
-	heard := make(msgs, 64)
+	heard := make(dbtest.Messages, 64)
 	old := slog.Default()
 	slog.SetDefault(slog.New(heard))
 	r, err := reaper.New(l, reaper.WithSchedule("@every 1s"))
