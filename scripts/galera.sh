@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A 3-node MariaDB Galera cluster on loopback, for the Galera tests: each
 # node a mariadbd of its own (run as the mysql user) with its datadir under
-# $DBLOCK_GALERA_DIR (default /tmp/dblock-galera), SQL ports 33061-33063,
+# $DBLOCK_GALERA_DIR (default /tmp/dblock-galera), SQL ports 23061-23063 (below the kernel's range for client ports, which a
+# client connection could hold),
 # Galera's group ports 24567/24577/24587, IST 24568/24578/24588 and rsync
 # SST 24569/24579/24589, all on 127.0.0.1. The shared MariaDB on 3306 is
 # never touched. Installs the galera-4 package when it is missing (as root
@@ -24,7 +25,7 @@ provider=/usr/lib/galera/libgalera_smm.so
 nodes=(1 2 3)
 log() { printf 'galera: %s\n' "$*" >&2; }
 
-sqlport() { echo $((33060 + $1)); }
+sqlport() { echo $((23060 + $1)); }
 gport() { echo $((24557 + 10 * $1)); }
 dsn() { echo "root@tcp(127.0.0.1:$(sqlport "$1"))/test"; }
 sock() { echo "$dir/n$1/mysqld.sock"; }

@@ -2,7 +2,7 @@
 # A PostgreSQL primary and a streaming standby on loopback, for the failover
 # suite (internal/faultsuite, TestFailover), and the steps of a failover:
 #
-#   pgfailover.sh start sync|async|fenced  fresh primary (55432) and standby (55433)
+#   pgfailover.sh start sync|async|fenced  fresh primary (25432) and standby (25433)
 #   pgfailover.sh crash             the primary stops at once (pg_ctl stop -m immediate)
 #   pgfailover.sh promote           the standby becomes the primary
 #   pgfailover.sh rejoin            a new standby, copied from the primary, on the crashed node's port
@@ -22,11 +22,11 @@
 # Debian's PostgreSQL 15 binaries (apt-get install postgresql-15 when they
 # are missing) run as the postgres OS user; the data directories live under
 # DBLOCK_FAILOVER_DIR (default: a directory under /tmp). Ports: DBLOCK_FAILOVER_PORTS
-# (default "55432 55433"). Nothing here touches another server.
+# (default "25432 25433"). Nothing here touches another server.
 set -euo pipefail
 bin=${DBLOCK_PG_BIN:-/usr/lib/postgresql/15/bin}
 dir=${DBLOCK_FAILOVER_DIR:-/tmp/dblock-failover}
-read -r port_a port_b <<<"${DBLOCK_FAILOVER_PORTS:-55432 55433}"
+read -r port_a port_b <<<"${DBLOCK_FAILOVER_PORTS:-25432 25433}"
 
 as_pg() {
   if [ "$(id -un)" = postgres ]; then "$@"; else runuser -u postgres -- "$@"; fi

@@ -17,7 +17,8 @@ import (
 
 // Environment of the failover suite.
 const (
-	// failoverEnv runs TestFailover: "sync", "async", "fenced" or "all"
+	// failoverEnv runs TestFailover: "sync", "async", "fenced", a
+	// comma-separated list of them, or "all"
 	// (the three).
 	failoverEnv = "DBLOCK_FAILOVER"
 	// failoverDSNEnv overrides the multi-host DSN of the pair that
@@ -26,7 +27,7 @@ const (
 )
 
 const (
-	defaultFailoverDSN = "postgres://postgres@127.0.0.1:55432,127.0.0.1:55433/test?target_session_attrs=read-write&sslmode=disable&connect_timeout=2"
+	defaultFailoverDSN = "postgres://postgres@127.0.0.1:25432,127.0.0.1:25433/test?target_session_attrs=read-write&sslmode=disable&connect_timeout=2"
 	// promotions is how many failovers a run goes through.
 	promotions = 3
 	// failoverEvery is the time the workers run between failovers (and
@@ -64,10 +65,13 @@ func TestFailover(t *testing.T) {
 	}
 	modes := []string{"sync", "async", "fenced"}
 	if which != "all" {
-		if !slices.Contains(modes, which) {
-			t.Fatalf("%s=%q: want sync, async, fenced or all", failoverEnv, which)
+		asked := strings.Split(which, ",")
+		for _, m := range asked {
+			if !slices.Contains(modes, m) {
+				t.Fatalf("%s=%q: want sync, async, fenced, a comma-separated list of them, or all", failoverEnv, which)
+			}
 		}
-		modes = []string{which}
+		modes = asked
 	}
 	base, err := seed()
 	if err != nil {
