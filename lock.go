@@ -118,7 +118,8 @@ func (k *Lock) TTL() time.Duration {
 // Done returns a channel closed when the lock ends for any reason: Unlock,
 // Locker.Close, or loss. Err then says why. A lease that runs out closes Done
 // when the Locker's heartbeat goroutine notices, which a loaded machine may
-// delay, and once an Observer's Lost has returned; Err waits for neither.
+// delay; Err does not wait for it. An Observer hears of a loss after Done
+// has closed.
 func (k *Lock) Done() <-chan struct{} {
 	if k == nil || k.ctx == nil {
 		return closedChan // not a Lock from a Locker: never held
@@ -139,11 +140,10 @@ var closedChan = func() chan struct{} {
 // Err returns nil while the lock is held. Otherwise it returns an error
 // wrapping ErrReleased after Unlock, or ErrLockLost wrapping the cause
 // (ErrLeaseExpired, ErrTakenOver) when the lock was lost; Done then closes
-// too, once the Locker has recorded the end (after an Observer's Lost).
-// Err reads the lease's local end itself: once that has passed without a
-// renewal, it reports ErrLeaseExpired at once, even if the heartbeat
-// goroutine has not woken yet or is still recording the loss. Check Err
-// before each write to what the lock guards.
+// too. Err reads the lease's local end itself: once that has passed
+// without a renewal, it reports ErrLeaseExpired at once, even if the
+// heartbeat goroutine has not woken yet or is still recording the loss.
+// Check Err before each write to what the lock guards.
 func (k *Lock) Err() error {
 	if k == nil || k.l == nil || k.ctx == nil {
 		return errNoLock

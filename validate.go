@@ -36,10 +36,14 @@ func ValidateKey(key string) error {
 }
 
 // reservedPrefixes start the keys of the rows dblock names itself: shared
-// locks (RLock, WLock), semaphores and elections. They are part of the
-// table's format, shared by every dblock version, and no plain key starts
-// with one.
-var reservedPrefixes = []string{rwPrefix, semaphorePrefix, electionPrefix}
+// locks (RLock, WLock), semaphores and elections, each with what to use
+// instead. They are part of the table's format, shared by every dblock
+// version, and no plain key starts with one.
+var reservedPrefixes = []struct{ prefix, use string }{
+	{rwPrefix, "shared locks (use RLock, WLock)"},
+	{semaphorePrefix, "semaphores (use NewSemaphore)"},
+	{electionPrefix, "elections (use NewElection)"},
+}
 
 // ValidatePlainKey reports why key cannot name a plain lock (Lock, TryLock,
 // Do, LockTx, TryLockTx, LockAll, TryLockAll), or nil if it can: the reasons
@@ -52,24 +56,12 @@ func ValidatePlainKey(key string) error {
 	if err := ValidateKey(key); err != nil {
 		return err
 	}
-	for _, p := range reservedPrefixes {
-		if strings.HasPrefix(key, p) {
-			return fmt.Errorf("%w: key %q starts with %q, reserved for %s", ErrInvalidKey, key, p, reservedFor(p))
+	for _, r := range reservedPrefixes {
+		if strings.HasPrefix(key, r.prefix) {
+			return fmt.Errorf("%w: key %q starts with %q, reserved for %s", ErrInvalidKey, key, r.prefix, r.use)
 		}
 	}
 	return nil
-}
-
-// reservedFor says what a reserved prefix names, and how to reach it.
-func reservedFor(prefix string) string {
-	switch prefix {
-	case rwPrefix:
-		return "shared locks (use RLock, WLock)"
-	case semaphorePrefix:
-		return "semaphores (use NewSemaphore)"
-	default:
-		return "elections (use NewElection)"
-	}
 }
 
 func validateText(what, s string, max int) error {
