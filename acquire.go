@@ -123,7 +123,7 @@ func (l *Locker) lock(ctx context.Context, key string, lc lockConfig) (*Lock, er
 	defer l.leaveQueue(key, w)
 	l.ensureListener()
 	b := l.waitBackoff(lc.ttl)
-	poll := l.newPollTimer()
+	poll := l.clock.NewTimer()
 	defer poll.Stop()
 	var wantAgain time.Time // when to tell holders again that we wait
 	idle := coldWaiter{l: l, key: key}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dblockhq/dblock/internal/acquire"
+	"github.com/dblockhq/dblock/internal/clock"
 	"github.com/dblockhq/dblock/internal/dberr"
 	"github.com/dblockhq/dblock/internal/dialect"
 )
@@ -41,14 +42,14 @@ type Locker struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup // the heartbeat loop, the listener, and what spawn runs
 
-	id     string     // names this Locker in notifications
-	ev     events     // the listener (PostgreSQL)
-	fair   contention // keys other Lockers want, or hold
-	idle   idlePoll   // keys whose waiters went cold (idlepoll.go)
-	shared broadcast  // a shared key's row was released here (rwlock.go)
-	bell   bellRinger // MySQL's release events, holder's side (bell.go)
-	ears   bellEars   // and waiter's side (bellwait.go)
-	fine   fineState  // short poll delays (fineclock.go)
+	id     string       // names this Locker in notifications
+	ev     events       // the listener (PostgreSQL)
+	fair   contention   // keys other Lockers want, or hold
+	idle   idlePoll     // keys whose waiters went cold (idlepoll.go)
+	shared broadcast    // a shared key's row was released here (rwlock.go)
+	bell   bellRinger   // MySQL's release events, holder's side (bell.go)
+	ears   bellEars     // and waiter's side (bellwait.go)
+	clock  *clock.Clock // short poll delays
 
 	obs         Observer     // WithObserver; nil: none
 	waiting     atomic.Int64 // calls waiting for a key, for Stats
@@ -99,6 +100,7 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 		l.waits.tagOf = n.Tag
 	}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
+	l.clock = clock.New(l.ctx, l.spawn, l.log)
 	l.wg.Add(1)
 	go l.heartbeatLoop()
 	return l, nil

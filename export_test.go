@@ -312,15 +312,7 @@ func BellSession(l *Locker) int64 { return l.bell.session.Load() }
 
 // FineClock reports whether l's fine clock was made, and whether it has
 // stopped. Test hook.
-func FineClock(l *Locker) (made, stopped bool) {
-	c := l.fine.c.Load()
-	if c == nil {
-		return false, false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return true, c.closed
-}
+func FineClock(l *Locker) (made, stopped bool) { return l.clock.State() }
 
 // BeforeHandoff makes l run hook before each handover statement it sends,
 // with the statement's text and arguments (what the statement would do can

@@ -251,7 +251,7 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 	defer l.leaveQueue(key, w)
 	l.ensureListener()
 	b := l.waitBackoff(lc.ttl)
-	poll := l.newPollTimer()
+	poll := l.clock.NewTimer()
 	defer poll.Stop()
 	var wantAgain time.Time
 	near := false // at most one live ticket ahead, at the last look

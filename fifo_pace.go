@@ -30,7 +30,7 @@ func (q *queueDistance) delay() time.Duration {
 }
 
 // ticketPoll is about one contended FIFO turn without release events: on
-// MariaDB, 0.6-1 ms once polls keep their pace (fineclock.go). At a
+// MariaDB, 0.6-1 ms once polls keep their pace (internal/clock). At a
 // millisecond per ticket ahead, a waiter two tickets back was still asleep
 // when its turn came in one grant of eight, and lost 0.7 ms on average; at
 // 0.6 ms the FIFO case ran 7% faster (1,194 against 1,119 handoffs/s, the

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dblockhq/dblock/internal/clock"
 	"github.com/dblockhq/dblock/internal/dialect"
 )
 
@@ -192,7 +193,7 @@ func (l *Locker) endYield(key string) {
 // yielding reports whether our waiters for key stand back; if so it sets
 // poll to fire when they may try again (outside fair.mu: a poll timer's
 // first short delay starts the fine clock).
-func (l *Locker) yielding(key string, poll *pollTimer) bool {
+func (l *Locker) yielding(key string, poll *clock.Timer) bool {
 	d := l.yieldLeft(key)
 	if d > 0 {
 		poll.Reset(d)

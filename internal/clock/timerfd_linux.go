@@ -1,4 +1,4 @@
-package dblock
+package clock
 
 import (
 	"errors"

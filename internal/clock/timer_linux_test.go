@@ -1,4 +1,4 @@
-package dblock
+package clock
 
 import (
 	"testing"
@@ -28,9 +28,9 @@ func testClock(t testing.TB) *fineClock {
 // quiet reports whether p.C stays empty until marker, a timer on the same
 // clock set after p's pending firings: the clock fires in deadline order,
 // so by then any firing of p due earlier has happened.
-func quiet(t *testing.T, c *fineClock, p *pollTimer, after time.Duration) bool {
+func quiet(t *testing.T, c *fineClock, p *Timer, after time.Duration) bool {
 	t.Helper()
-	marker := &pollTimer{C: make(chan struct{}, 1), clock: c}
+	marker := &Timer{C: make(chan struct{}, 1), clock: c}
 	marker.Reset(after)
 	<-marker.C
 	select {
@@ -41,11 +41,11 @@ func quiet(t *testing.T, c *fineClock, p *pollTimer, after time.Duration) bool {
 	}
 }
 
-// TestPollTimerFine: on the fine clock a poll timer fires once per Reset;
+// TestTimerFine: on the fine clock a poll timer fires once per Reset;
 // a Reset or a Stop discards what the one before it would have fired.
-func TestPollTimerFine(t *testing.T) {
+func TestTimerFine(t *testing.T) {
 	c := testClock(t)
-	p := &pollTimer{C: make(chan struct{}, 1), clock: c}
+	p := &Timer{C: make(chan struct{}, 1), clock: c}
 
 	p.Reset(200 * time.Microsecond)
 	<-p.C
@@ -67,9 +67,9 @@ func TestPollTimerFine(t *testing.T) {
 	}
 
 	// Many timers on one clock, set out of order: each fires.
-	ps := make([]*pollTimer, 20)
+	ps := make([]*Timer, 20)
 	for i := range ps {
-		ps[i] = &pollTimer{C: make(chan struct{}, 1), clock: c}
+		ps[i] = &Timer{C: make(chan struct{}, 1), clock: c}
 		ps[i].Reset(time.Duration(len(ps)-i) * 100 * time.Microsecond)
 	}
 	for _, p := range ps {
@@ -77,21 +77,21 @@ func TestPollTimerFine(t *testing.T) {
 	}
 }
 
-// TestPollTimerCoarse: delays from fineBelow, and any on a closed clock,
+// TestTimerCoarse: delays from FineBelow, and any on a closed clock,
 // run on time.Timer, and still fire once per Reset; closing the clock
 // fires what it held (early, never lost).
-func TestPollTimerCoarse(t *testing.T) {
+func TestTimerCoarse(t *testing.T) {
 	c := testClock(t)
-	p := &pollTimer{C: make(chan struct{}, 1), clock: c}
-	p.Reset(fineBelow)
+	p := &Timer{C: make(chan struct{}, 1), clock: c}
+	p.Reset(FineBelow)
 	<-p.C
-	p.Reset(fineBelow)
+	p.Reset(FineBelow)
 	p.Stop()
-	if !quiet(t, c, p, 2*fineBelow) {
+	if !quiet(t, c, p, 2*FineBelow) {
 		t.Fatal("a stopped coarse timer fired")
 	}
 
-	held := &pollTimer{C: make(chan struct{}, 1), clock: c}
+	held := &Timer{C: make(chan struct{}, 1), clock: c}
 	held.Reset(4 * time.Millisecond)
 	c.close()
 	<-held.C // fired by the close, after the clock was marked closed
@@ -108,10 +108,10 @@ func TestPollTimerCoarse(t *testing.T) {
 	<-p.C
 }
 
-// BenchmarkPollTimer: one op is a 300 µs poll delay, Reset to fire, on the
+// BenchmarkTimer: one op is a 300 µs poll delay, Reset to fire, on the
 // fine clock and on Go's timers (golang/go#53824: the latter wait for
 // epoll_wait's next whole millisecond while the process is idle).
-func BenchmarkPollTimer(b *testing.B) {
+func BenchmarkTimer(b *testing.B) {
 	for _, fine := range []bool{true, false} {
 		name := "go-timer"
 		if fine {
@@ -122,7 +122,7 @@ func BenchmarkPollTimer(b *testing.B) {
 			if fine {
 				c = testClock(b)
 			}
-			p := &pollTimer{C: make(chan struct{}, 1), clock: c}
+			p := &Timer{C: make(chan struct{}, 1), clock: c}
 			for b.Loop() {
 				p.Reset(300 * time.Microsecond)
 				<-p.C
