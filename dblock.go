@@ -14,6 +14,7 @@ import (
 	"github.com/dblockhq/dblock/internal/clock"
 	"github.com/dblockhq/dblock/internal/dberr"
 	"github.com/dblockhq/dblock/internal/dialect"
+	"github.com/dblockhq/dblock/internal/loglimit"
 )
 
 // Locker hands out locks stored in one lock table. It is safe for concurrent
@@ -79,7 +80,7 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 		return nil, err
 	}
 	l := &Locker{
-		db: db, d: d, dialect: name, cfg: c, log: limitWarnings(c.logger, c.warnEvery),
+		db: db, d: d, dialect: name, cfg: c, log: loglimit.Warnings(c.logger, c.warnEvery),
 		id:       newOwner()[len(ownerPrefix):][:16],
 		stmts:    dialect.NewStmtCache(db),
 		held:     make(map[*Lock]struct{}),

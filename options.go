@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/dblockhq/dblock/internal/loglimit"
 )
 
 // Dialect names a database flavour.
@@ -59,7 +61,7 @@ func defaultConfig() config {
 		logger:    slog.Default(), // at New: see WithLogger
 		retryMin:  5 * time.Millisecond,
 		retryMax:  250 * time.Millisecond,
-		warnEvery: warnEvery,
+		warnEvery: loglimit.Every,
 	}
 }
 

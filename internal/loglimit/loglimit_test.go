@@ -1,4 +1,4 @@
-package dblock
+package loglimit
 
 import (
 	"context"
@@ -22,7 +22,7 @@ func (c collect) WithGroup(string) slog.Handler      { return c }
 // after it says how many were left out. Other levels and kinds pass.
 func TestWarnLimiter(t *testing.T) {
 	var recs []slog.Record
-	h := limitWarnings(slog.New(collect{&recs}), 10*time.Second).Handler()
+	h := Warnings(slog.New(collect{&recs}), 10*time.Second).Handler()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	log := func(at time.Duration, level slog.Level, msg, key string) {
 		r := slog.NewRecord(t0.Add(at), level, msg, 0)

@@ -1,4 +1,6 @@
-package dblock
+// Package loglimit keeps a Locker's repeated warnings from flooding its
+// log.
+package loglimit
 
 import (
 	"context"
@@ -7,17 +9,18 @@ import (
 	"time"
 )
 
-// warnEvery is how often a Locker logs warnings of one kind.
-const warnEvery = 10 * time.Second
+// Every is how often a Locker logs warnings of one kind, unless told
+// otherwise.
+const Every = 10 * time.Second
 
 // maxWarnKinds bounds the kinds of warning a limiter remembers.
 const maxWarnKinds = 1024
 
-// limitWarnings returns l's records through a handler that logs a Warn
+// Warnings returns l's records through a handler that logs a Warn
 // record of one kind (message and "key" attribute) at most once every
 // every, by the records' times; the next one logged carries the number
 // left out since as "suppressed". Other levels pass unchanged.
-func limitWarnings(l *slog.Logger, every time.Duration) *slog.Logger {
+func Warnings(l *slog.Logger, every time.Duration) *slog.Logger {
 	return slog.New(&warnLimiter{next: l.Handler(), state: &warnState{every: every, kinds: map[warnKind]*warnSeen{}}})
 }
 
