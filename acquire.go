@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dblockhq/dblock/internal/dialect"
+	"github.com/dblockhq/dblock/internal/fair"
 	"github.com/dblockhq/dblock/internal/lockrun"
 )
 
@@ -178,10 +179,10 @@ func (l *Locker) lock(ctx context.Context, key string, lc lockConfig) (*Lock, er
 			}
 			if time.Now().After(wantAgain) {
 				l.announceWant(ctx, key)
-				wantAgain = time.Now().Add(wantWindow / 2)
+				wantAgain = time.Now().Add(fair.WantWindow / 2)
 			}
 			if !l.holds(key) {
-				l.markForeign(key)
+				l.fair.Foreign(key)
 			}
 		}
 		// Held elsewhere, or by us (our release hands the key over, or
@@ -259,7 +260,7 @@ func (l *Locker) try(ctx context.Context, key string, lc lockConfig) (*Lock, err
 			return nil, fmt.Errorf("%w: %q", ErrLocked, key)
 		}
 		l.startListener() // to hear of waiters before we release
-		l.tookBack(key, token)
+		l.fair.TookBack(key, token)
 		lk := l.newLock(key, lc, token, start)
 		if !l.register(lk) {
 			_ = lk.release(ctx, ErrClosed)

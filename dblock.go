@@ -14,6 +14,7 @@ import (
 	"github.com/dblockhq/dblock/internal/clock"
 	"github.com/dblockhq/dblock/internal/dberr"
 	"github.com/dblockhq/dblock/internal/dialect"
+	"github.com/dblockhq/dblock/internal/fair"
 	"github.com/dblockhq/dblock/internal/loglimit"
 )
 
@@ -45,7 +46,7 @@ type Locker struct {
 
 	id     string       // names this Locker in notifications
 	ev     events       // the listener (PostgreSQL)
-	fair   contention   // keys other Lockers want, or hold
+	fair   fair.Marks   // keys other Lockers want, or hold; blind runs
 	idle   idlePoll     // keys whose waiters went cold (idlepoll.go)
 	shared broadcast    // a shared key's row was released here (rwlock.go)
 	bell   bellRinger   // MySQL's release events, holder's side (bell.go)

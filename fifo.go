@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dblockhq/dblock/internal/dialect"
+	"github.com/dblockhq/dblock/internal/fair"
 )
 
 // fifoQueue is what a Locker made WithFIFO keeps of its tickets: the ones
@@ -303,7 +304,7 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 			}
 			if time.Now().After(wantAgain) {
 				l.announceWant(ctx, key)
-				wantAgain = time.Now().Add(wantWindow / 2)
+				wantAgain = time.Now().Add(fair.WantWindow / 2)
 			}
 		}
 		if idle.cold {

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/dblockhq/dblock/internal/fair"
 )
 
 // A waiter that keeps finding its key held by the same acquisition
@@ -138,7 +140,7 @@ func (l *Locker) idleLoop() {
 				l.announceWant(ctx, b...)
 				cancel()
 			}
-			wantAgain = time.Now().Add(wantWindow / 2)
+			wantAgain = time.Now().Add(fair.WantWindow / 2)
 		}
 		t.Reset(interval)
 	}

@@ -98,10 +98,6 @@ func (l *Locker) listenLoop(n dialect.Notifier) {
 	}
 }
 
-// wantWindow is how long a key counts as wanted after a waiter said so;
-// waiters say it again every half window while they wait.
-const wantWindow = 2 * time.Second
-
 // onEvent handles a notification: a released key wakes our first waiter for
 // it (and, released by another Locker, ends our standing back from it); a
 // key given to a FIFO ticket wakes the waiter holding that ticket, wherever
@@ -115,7 +111,7 @@ func (l *Locker) onEvent(released bool, from, tag string, granted int64) {
 	}
 	if released && granted != 0 {
 		if key, ok := l.waits.grantEvent(tag, granted); ok && from != l.id {
-			l.endYield(key)
+			l.fair.EndYield(key)
 		}
 		return
 	}
@@ -125,7 +121,7 @@ func (l *Locker) onEvent(released bool, from, tag string, granted int64) {
 			return // nobody here waits for it
 		}
 		if from != l.id {
-			l.endYield(key)
+			l.fair.EndYield(key)
 		}
 		l.waits.wakeHead(key)
 		return
@@ -133,9 +129,7 @@ func (l *Locker) onEvent(released bool, from, tag string, granted int64) {
 	if from == l.id {
 		return // our own waiters are known without the database
 	}
-	l.fair.mu.Lock()
-	defer l.fair.mu.Unlock()
-	markUntil(&l.fair.wanted, tag, time.Now().Add(wantWindow))
+	l.fair.Want(tag)
 }
 
 // recheckHeld makes the heartbeat renew at once every held lock on the key
@@ -162,15 +156,6 @@ func (l *Locker) recheckHeld(tag string) {
 	}
 }
 
-// markUntil records key in *m until t. A map grown past 4096 keys is
-// dropped first: stale marks are forgotten in bulk.
-func markUntil(m *map[string]time.Time, key string, t time.Time) {
-	if *m == nil || len(*m) > 4096 {
-		*m = make(map[string]time.Time)
-	}
-	(*m)[key] = t
-}
-
 // wantedElsewhere reports whether another Locker said lately that it waits
 // for key.
 func (l *Locker) wantedElsewhere(key string) bool {
@@ -178,31 +163,7 @@ func (l *Locker) wantedElsewhere(key string) bool {
 	if n == nil {
 		return false
 	}
-	l.fair.mu.Lock()
-	defer l.fair.mu.Unlock()
-	if len(l.fair.wanted) == 0 {
-		return false
-	}
-	tag := n.Tag(key)
-	until, ok := l.fair.wanted[tag]
-	if ok && time.Now().After(until) {
-		delete(l.fair.wanted, tag)
-		return false
-	}
-	return ok
-}
-
-// fairPoll is the mean polling period of a waiter for a key that Lockers
-// contend for when no release events exist (MySQL).
-const fairPoll = time.Millisecond
-
-// markForeign records that our waiter for key found it held by another
-// Locker.
-func (l *Locker) markForeign(key string) {
-	l.fair.mu.Lock()
-	defer l.fair.mu.Unlock()
-	markUntil(&l.fair.foreign, key, time.Now().Add(wantWindow))
-	l.fair.blind.seenElsewhere(key)
+	return l.fair.Wanted(n.Tag(key))
 }
 
 // fairPolling reports whether waiters for key should poll instead of being
@@ -210,17 +171,10 @@ func (l *Locker) markForeign(key string) {
 // can only poll, so a Locker that woke its own waiter at each release would
 // keep the key to itself. While Lockers contend for key (our waiter found it
 // held by another one lately), our releases do not wake our own waiter and
-// our waiter polls every fairPoll on average, on a par with the others.
+// our waiter polls every fair.Poll on average, on a par with the others.
 func (l *Locker) fairPolling(key string) bool {
 	if l.notifying() {
 		return false
 	}
-	l.fair.mu.Lock()
-	defer l.fair.mu.Unlock()
-	until, ok := l.fair.foreign[key]
-	if ok && time.Now().After(until) {
-		delete(l.fair.foreign, key)
-		return false
-	}
-	return ok
+	return l.fair.Contended(key)
 }

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/dblockhq/dblock/internal/fair"
 	"github.com/dblockhq/dblock/internal/retry"
 )
 
@@ -44,10 +45,10 @@ func (l *Locker) pause(ctx context.Context, key string, b *backoff) error {
 }
 
 // pollDelay is how long a waiter for key waits before it polls: about
-// fairPoll while Lockers contend without release events, else b's next.
+// fair.Poll while Lockers contend without release events, else b's next.
 func (l *Locker) pollDelay(key string, b *backoff) time.Duration {
 	if l.fairPolling(key) {
-		return jitter(fairPoll)
+		return jitter(fair.Poll)
 	}
 	return b.Next()
 }

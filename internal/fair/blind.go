@@ -1,11 +1,11 @@
-package dblock
+package fair
 
 // Where no other Locker can be known to wait (no release events: MySQL,
 // SQLite, a PostgreSQL listener down) and none has been seen holding the
 // key lately, a run of local handovers ends at blindTurns or contendedRun,
 // and the key goes back to the table for another Locker's poller to find.
 // One Locker alone on a key pays for that at every run: a release, a
-// yieldWindow taken by nobody and an acquire; 8 goroutines of one Locker
+// YieldWindow taken by nobody and an acquire; 8 goroutines of one Locker
 // on a MariaDB key made 0.60-0.63 handovers per serial commit, with a p99
 // handoff of 2.0-2.1 ms (dblock-bench -cases contended-one). So the bounds
 // of such runs double at every second yield in a row that goes unused (our
@@ -13,7 +13,7 @@ package dblock
 // left: a row's token counts up by one per acquisition on MySQL and
 // SQLite), up to maxBlindLevel doublings (256 handovers or 40 ms), and
 // fall back at once when another Locker took the key in between, or our
-// waiter found it held elsewhere (markForeign): 0.61-0.79, p99 0.47-1.18
+// waiter found it held elsewhere (Foreign): 0.61-0.79, p99 0.47-1.18
 // ms, three alternated pairs. Two in a row, not one, and grown rather than
 // set: starting at 256 or 40 ms gave one of two Lockers a head start that
 // TestFairness saw (max share 0.24 against 0.17 in 24 runs under -race and
@@ -29,49 +29,45 @@ const (
 	maxBlindKeys = 1024
 )
 
-// blindRuns is what a Locker knows of its blind runs, under contention.mu.
+// blindRuns is what a Locker knows of its blind runs, under Marks.mu.
 type blindRuns struct {
 	yielded map[string]int64 // key → the token its last yielding release left
 	unused  map[string]int   // key → yields in a row taken back (up to 2·maxBlindLevel)
 }
 
-// blindRun is key's run bound where no other Locker can be known.
-func (l *Locker) blindRun(key string) runLimit {
-	l.fair.mu.Lock()
-	defer l.fair.mu.Unlock()
-	lv := l.fair.blind.unused[key] / 2
-	return runLimit{blindTurns << lv, contendedRun << lv}
+// BlindRun is key's run bound where no other Locker can be known.
+func (m *Marks) BlindRun(key string) Limit {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	lv := m.blind.unused[key] / 2
+	return Limit{blindTurns << lv, ContendedRun << lv}
 }
 
 // yieldedAt notes that a release that ended a run left key's row with
 // token.
-func (l *Locker) yieldedAt(key string, token int64) {
-	l.fair.mu.Lock()
-	defer l.fair.mu.Unlock()
-	b := &l.fair.blind
+func (b *blindRuns) yieldedAt(key string, token int64) {
 	if b.yielded == nil || len(b.yielded) >= maxBlindKeys {
 		b.yielded = make(map[string]int64)
 	}
 	b.yielded[key] = token
-	l.fair.yieldsPending.Store(int64(len(b.yielded)))
 }
 
-// tookBack notes that this Locker acquired key with token from the table:
+// TookBack notes that this Locker acquired key with token from the table:
 // after a yield of key, the yield went unused if token follows the one the
 // yield left.
-func (l *Locker) tookBack(key string, token int64) {
-	if l.fair.yieldsPending.Load() == 0 {
+func (m *Marks) TookBack(key string, token int64) {
+	if m.yieldsPending.Load() == 0 {
 		return
 	}
-	l.fair.mu.Lock()
-	defer l.fair.mu.Unlock()
-	b := &l.fair.blind
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := &m.blind
 	left, ok := b.yielded[key]
 	if !ok {
 		return
 	}
 	delete(b.yielded, key)
-	l.fair.yieldsPending.Store(int64(len(b.yielded)))
+	m.yieldsPending.Store(int64(len(b.yielded)))
 	if token != left+1 {
 		delete(b.unused, key)
 		return
@@ -83,5 +79,5 @@ func (l *Locker) tookBack(key string, token int64) {
 }
 
 // seenElsewhere drops key's unused yields: another Locker holds it.
-// Under fair.mu.
+// Under Marks.mu.
 func (b *blindRuns) seenElsewhere(key string) { delete(b.unused, key) }

@@ -1,0 +1,78 @@
+package fair
+
+import (
+	"testing"
+	"time"
+)
+
+// TestMayHandOn: while another Locker waits, local handovers in a row stop
+// at ContendedTurns or once the run has lasted ContendedRun, whichever
+// comes first; blind runs (no other Locker can be known) within their
+// level's bounds; with nobody else waiting, neither bound applies.
+func TestMayHandOn(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	contended := Limit{ContendedTurns, ContendedRun}
+	grown := Limit{blindTurns << maxBlindLevel, ContendedRun << maxBlindLevel}
+	for _, c := range []struct {
+		name    string
+		turns   int
+		lim     Limit
+		elapsed time.Duration
+		want    bool
+	}{
+		{"first handover", 0, contended, time.Hour, true},
+		{"short run", 3, contended, ContendedRun / 2, true},
+		{"run too long", 1, contended, ContendedRun, false},
+		{"too many turns", ContendedTurns, contended, 0, false},
+		{"blind limit", blindTurns, Limit{blindTurns, ContendedRun}, 0, false},
+		{"grown blind run past the base bound", blindTurns, grown, ContendedRun, true},
+		{"grown blind run too long", 1, grown, grown.Run, false},
+		{"nobody else waits", 1000, Unbounded, time.Hour, true},
+	} {
+		if got := c.lim.MayHandOn(c.turns, start, start.Add(c.elapsed)); got != c.want {
+			t.Errorf("%s: %+v.MayHandOn(%d, +%v) = %v, want %v", c.name, c.lim, c.turns, c.elapsed, got, c.want)
+		}
+	}
+}
+
+// TestBlindRunGrows: a blind run's bounds double at every second yield in
+// a row that our own waiter took back (the next token), up to
+// maxBlindLevel doublings, and
+// fall back to the base when another Locker took the key in between, or
+// was seen holding it.
+func TestBlindRunGrows(t *testing.T) {
+	var m Marks
+	base := Limit{blindTurns, ContendedRun}
+	if got := m.BlindRun("k"); got != base {
+		t.Fatalf("first run %+v, want %+v", got, base)
+	}
+	m.TookBack("k", 5) // no yield before it: nothing learnt
+	if got := m.BlindRun("k"); got != base {
+		t.Fatalf("after an acquisition without a yield: %+v", got)
+	}
+	token := int64(10)
+	for n := 1; n <= 2*maxBlindLevel+2; n++ {
+		m.Yield("k", token, true)
+		m.TookBack("other", token+1) // another key's acquisition says nothing of k
+		m.TookBack("k", token+1)
+		token += 50
+		want := min(n/2, maxBlindLevel)
+		if got := m.BlindRun("k"); got != (Limit{blindTurns << want, ContendedRun << want}) {
+			t.Fatalf("after %d unused yields: %+v, want level %d", n, got, want)
+		}
+	}
+	m.Yield("k", token, true)
+	m.TookBack("k", token+2) // another Locker held it in between
+	if got := m.BlindRun("k"); got != base {
+		t.Fatalf("after a yield another Locker used: %+v, want %+v", got, base)
+	}
+	m.Yield("k", token, true)
+	m.TookBack("k", token+1)
+	m.Foreign("k")
+	if got := m.BlindRun("k"); got != base {
+		t.Fatalf("after the key was seen held elsewhere: %+v, want %+v", got, base)
+	}
+	if n := m.yieldsPending.Load(); n != 0 {
+		t.Fatalf("%d yields still pending after every one was taken back", n)
+	}
+}
