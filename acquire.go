@@ -120,9 +120,9 @@ func (l *Locker) lock(ctx context.Context, key string, lc lockConfig) (*Lock, er
 			return lk, err
 		}
 	}
-	w := l.waits.join(key, lc)
+	w := l.waits.Join(key, lc)
 	defer l.leaveQueue(key, w)
-	l.ensureListener()
+	l.ev.Ensure()
 	b := l.waitBackoff(lc.ttl)
 	poll := l.clock.NewTimer()
 	defer poll.Stop()
@@ -132,11 +132,11 @@ func (l *Locker) lock(ctx context.Context, key string, lc lockConfig) (*Lock, er
 	for {
 		polled := false
 		select {
-		case <-w.wake:
+		case <-w.Wake:
 			idle.woke()
 		case <-poll.C:
 			polled = true
-		case lk := <-w.grant:
+		case lk := <-w.Grant:
 			if lk != nil {
 				return lk, nil // handed over by a release of ours
 			}
@@ -145,13 +145,13 @@ func (l *Locker) lock(ctx context.Context, key string, lc lockConfig) (*Lock, er
 		case <-l.closing:
 			return nil, ErrClosed
 		}
-		if !l.waits.isHead(key, w) {
+		if !l.waits.IsHead(key, w) {
 			continue // woken by a stale signal; wait for our turn
 		}
 		if l.yielding(key, poll) {
 			continue // we just gave the key up: other Lockers go first
 		}
-		if !l.holds(key) && l.waits.beginTry(key, w) {
+		if !l.holds(key) && l.waits.BeginTry(key, w) {
 			var lk *Lock
 			err := ErrLocked
 			// A poll reads before it writes: a failed write attempt would
@@ -159,17 +159,17 @@ func (l *Locker) lock(ctx context.Context, key string, lc lockConfig) (*Lock, er
 			held := false
 			if polled {
 				var token int64
-				if held, token = l.heldElsewhere(ctx, key, w.lc.owner); held {
+				if held, token = l.heldElsewhere(ctx, key, w.Cfg.owner); held {
 					idle.saw(token)
 				}
 			}
 			if !held {
-				lk, err = l.try(ctx, key, w.lc)
+				lk, err = l.try(ctx, key, w.Cfg)
 			}
 			if err != nil && l.uncertain(err) {
-				l.waits.freshOwner(w) // while trying: no handover reads it
+				l.freshOwner(w) // while trying: no handover reads it
 			}
-			l.waits.endTry(w)
+			l.waits.EndTry(w)
 			if !errors.Is(err, ErrLocked) {
 				if !l.rideOut(ctx, key, err, &lastErr) {
 					return lk, err
@@ -187,7 +187,7 @@ func (l *Locker) lock(ctx context.Context, key string, lc lockConfig) (*Lock, er
 		}
 		// Held elsewhere, or by us (our release hands the key over, or
 		// wakes us), or being handed to us: wait, polling as a fallback.
-		poll.Reset(idle.delay(b, w.lc.ttl))
+		poll.Reset(idle.delay(b, w.Cfg.ttl))
 	}
 }
 
@@ -259,7 +259,7 @@ func (l *Locker) try(ctx context.Context, key string, lc lockConfig) (*Lock, err
 		if !ok {
 			return nil, fmt.Errorf("%w: %q", ErrLocked, key)
 		}
-		l.startListener() // to hear of waiters before we release
+		l.ev.Start() // to hear of waiters before we release
 		l.fair.TookBack(key, token)
 		lk := l.newLock(key, lc, token, start)
 		if !l.register(lk) {

@@ -11,11 +11,14 @@ import (
 	"time"
 
 	"github.com/dblockhq/dblock/internal/acquire"
+	"github.com/dblockhq/dblock/internal/bells"
 	"github.com/dblockhq/dblock/internal/clock"
 	"github.com/dblockhq/dblock/internal/dberr"
 	"github.com/dblockhq/dblock/internal/dialect"
 	"github.com/dblockhq/dblock/internal/fair"
 	"github.com/dblockhq/dblock/internal/loglimit"
+	"github.com/dblockhq/dblock/internal/notify"
+	"github.com/dblockhq/dblock/internal/wait"
 )
 
 // Locker hands out locks stored in one lock table. It is safe for concurrent
@@ -32,7 +35,7 @@ type Locker struct {
 	q        dialect.Querier // l.db through prepared statements
 	stmts    *dialect.StmtCache
 	bounds   releaseBounds // of Unlock's statements
-	waits    waitQueues
+	waits    *waitQueues
 	mu       sync.Mutex
 	held     map[*Lock]struct{}
 	heldKeys map[string]int    // keys of held, with their count
@@ -44,14 +47,14 @@ type Locker struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup // the heartbeat loop, the listener, and what spawn runs
 
-	id     string       // names this Locker in notifications
-	ev     events       // the listener (PostgreSQL)
-	fair   fair.Marks   // keys other Lockers want, or hold; blind runs
-	idle   idlePoll     // keys whose waiters went cold (idlepoll.go)
-	shared broadcast    // a shared key's row was released here (rwlock.go)
-	bell   bellRinger   // MySQL's release events, holder's side (bell.go)
-	ears   bellEars     // and waiter's side (bellwait.go)
-	clock  *clock.Clock // short poll delays
+	id     string           // names this Locker in notifications
+	ev     *notify.Listener // the listener (PostgreSQL)
+	fair   fair.Marks       // keys other Lockers want, or hold; blind runs
+	idle   idlePoll         // keys whose waiters went cold (idlepoll.go)
+	shared broadcast        // a shared key's row was released here (rwlock.go)
+	bell   *bells.Ringer    // MySQL's release events, holder's side
+	ears   *bells.Ears      // and waiter's side
+	clock  *clock.Clock     // short poll delays
 
 	obs         Observer     // WithObserver; nil: none
 	waiting     atomic.Int64 // calls waiting for a key, for Stats
@@ -94,15 +97,19 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	l.obs = c.observer
 	l.doneWaiting = func(acquired, error) { l.waiting.Add(-1) }
 	l.hb.kick = make(chan struct{}, 1)
-	l.bell.d = newBells(d)
-	l.bell.kick = make(chan struct{}, 1)
-	l.ears.init(l.bell.d)
-	l.ev.ready = make(chan struct{})
+	var tagOf func(string) string
 	if n := d.Notifier(); n != nil {
-		l.waits.tagOf = n.Tag
+		tagOf = n.Tag
 	}
+	l.waits = wait.New[lockConfig, *Lock](tagOf, func(c *lockConfig, owner string) { c.owner = owner })
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.clock = clock.New(l.ctx, l.spawn, l.log)
+	host := bells.Host{Ctx: l.ctx, DB: db, Q: l.q, Spawn: l.spawn, Log: l.log,
+		Held: func(key string) bool { return l.heldCount(key) > 0 }}
+	l.ev = notify.New(l.ctx, d.Notifier(), db, l.spawn, l.log,
+		notify.Sink{Connected: func() { l.waits.WakeAll() }, Event: l.onEvent})
+	l.bell = bells.NewRinger(bells.Of(d), host)
+	l.ears = bells.NewEars(bells.Of(d), host)
 	l.wg.Add(1)
 	go l.heartbeatLoop()
 	return l, nil

@@ -134,5 +134,5 @@ func (l *Locker) undoAcquire(ctx context.Context, key, owner string, token int64
 		return
 	}
 	l.log.Info("dblock: released a lock its caller had given up on", "key", key, "token", token)
-	l.waits.wakeHead(key)
+	l.waits.WakeHead(key)
 }

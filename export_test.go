@@ -40,11 +40,7 @@ func CountAcquires(l *Locker) *atomic.Int64 {
 }
 
 // QueueLen reports how many of l's goroutines wait for key. Test hook.
-func QueueLen(l *Locker, key string) int {
-	l.waits.mu.Lock()
-	defer l.waits.mu.Unlock()
-	return len(l.waits.q[key])
-}
+func QueueLen(l *Locker, key string) int { return l.waits.Len(key) }
 
 // Kicks reports how often l's heartbeat loop was woken for a new lock.
 // Test hook.
@@ -130,7 +126,7 @@ func SharedCombiner(l *Locker) bool {
 	return takes == releases
 }
 
-func ListenerReady(l *Locker) <-chan struct{} { return l.ev.ready }
+func ListenerReady(l *Locker) <-chan struct{} { return l.ev.Ready() }
 
 // TicketRenewals reports how many rounds of FIFO ticket renewals l has run.
 // Test hook.
@@ -302,13 +298,13 @@ func LocalTickets(l *Locker) int {
 func Queuing(l *Locker, key string) bool { return l.fifo.queuing(key) }
 
 // BellsQuiet reports whether l's idle poller sleeps on bells. Test hook.
-func BellsQuiet(l *Locker) bool { return l.ears.quiet.Load() }
+func BellsQuiet(l *Locker) bool { return l.ears.Quiet() }
 
 // BellRings reports how many rings l's listeners heard. Test hook.
-func BellRings(l *Locker) int64 { return l.ears.rings.Load() }
+func BellRings(l *Locker) int64 { return l.ears.Rings() }
 
 // BellSession reports the id of l's bell session (0: none). Test hook.
-func BellSession(l *Locker) int64 { return l.bell.session.Load() }
+func BellSession(l *Locker) int64 { return l.bell.Session() }
 
 // FineClock reports whether l's fine clock was made, and whether it has
 // stopped. Test hook.

@@ -147,7 +147,7 @@ func (l *Locker) tryFIFO(ctx context.Context, key string, lc lockConfig) (lk *Lo
 
 // tryTurn takes key with take when no ticket waits for it.
 func (l *Locker) tryTurn(ctx context.Context, key string, lc lockConfig, take take) (wait bool, err error) {
-	if l.waits.waiting(key) {
+	if l.waits.Waiting(key) {
 		return true, fmt.Errorf("%w: %q: waiters are queued", ErrLocked, key)
 	}
 	_, _, wait, err = l.takeTurn(ctx, key, lc, noTicket, "", take)
@@ -248,9 +248,9 @@ func grantMemo(grant bool) string {
 // SQLite); those further back poll with backoff, and no waiter ever writes
 // before its turn.
 func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int64, memo string, take take) (*Lock, successors, error) {
-	w := l.waits.joinOrdered(key, lc, t, memo)
+	w := l.waits.JoinOrdered(key, lc, t, memo)
 	defer l.leaveQueue(key, w)
-	l.ensureListener()
+	l.ev.Ensure()
 	b := l.waitBackoff(lc.ttl)
 	poll := l.clock.NewTimer()
 	defer poll.Stop()
@@ -262,10 +262,10 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 	var lastErr error // the last transient error ridden out
 	for {
 		select {
-		case <-w.wake:
+		case <-w.Wake:
 			idle.woke()
 		case <-poll.C:
-		case lk := <-w.grant:
+		case lk := <-w.Grant:
 			if lk != nil {
 				return lk, successors{}, nil // granted by a release of ours (handGrant)
 			}
@@ -274,16 +274,16 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 		case <-l.closing:
 			return nil, successors{}, ErrClosed
 		}
-		if !l.waits.mayAsk(key, w) {
+		if !l.waits.MayAsk(key, w) {
 			continue
 		}
-		if !l.holds(key) && l.waits.beginTry(key, w) {
-			st, granted, wait, err := l.takeTurn(ctx, key, w.lc, t, memo, take)
+		if !l.holds(key) && l.waits.BeginTry(key, w) {
+			st, granted, wait, err := l.takeTurn(ctx, key, w.Cfg, t, memo, take)
 			ahead := st.ahead
 			if err != nil && !wait && l.uncertain(err) {
-				l.waits.freshOwner(w) // while trying: no handover reads it
+				l.freshOwner(w) // while trying: no handover reads it
 			}
-			l.waits.endTry(w)
+			l.waits.EndTry(w)
 			if !wait {
 				if err == nil || !l.rideOut(ctx, key, err, &lastErr) {
 					return granted, st.succ, err
@@ -308,7 +308,7 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 			}
 		}
 		if idle.cold {
-			poll.Reset(idle.delay(b, w.lc.ttl))
+			poll.Reset(idle.delay(b, w.Cfg.ttl))
 			continue
 		}
 		poll.Reset(l.queuePoll(near, &far, b))

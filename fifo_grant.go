@@ -89,22 +89,22 @@ func (l *Locker) grantsByTicket() bool {
 // its own next. Otherwise the waiter, here or elsewhere, reads the grant
 // when woken. It reports whether it handed the lease.
 func (l *Locker) handGrant(key string, g dialect.Grant, sent time.Time, after int64) bool {
-	w := l.waits.reserveTicket(key, g.Ticket)
+	w := l.waits.ReserveTicket(key, g.Ticket)
 	if w == nil {
 		return false
 	}
-	lc := w.lc
-	lc.owner = w.memo
+	lc := w.Cfg
+	lc.owner = w.Memo()
 	lk := l.newLock(key, lc, g.Token, sent)
 	if after != g.Ticket {
 		lk.succ.next = after
 	}
 	if !l.register(lk) { // closed meanwhile
-		l.waits.finish(w, nil, "")
+		l.waits.Finish(w, nil, false, "")
 		_ = lk.release(context.Background(), ErrClosed)
 		return true
 	}
 	l.fifo.grants.Add(1)
-	l.waits.finish(w, lk, "")
+	l.waits.Finish(w, lk, true, "")
 	return true
 }

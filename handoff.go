@@ -22,14 +22,14 @@ func (k *Lock) handOff(ctx context.Context) (done, uncertain bool, err error) {
 	if l.cfg.fifo {
 		return false, false, nil // the local waiter may not be next (WithFIFO)
 	}
-	if !l.waits.waiting(k.key) || l.heldCount(k.key) > 1 || l.isClosed() {
+	if !l.waits.Waiting(k.key) || l.heldCount(k.key) > 1 || l.isClosed() {
 		return false, false, nil // nobody to hand to, or a re-entry still holds it
 	}
 	if lim, blind := l.localRun(k.key); !lim.MayHandOn(k.turns, k.runStart, time.Now()) {
 		l.fair.Yield(k.key, k.token, blind)
 		return false, false, nil
 	}
-	w := l.waits.reserveHead(k.key)
+	w := l.waits.ReserveHead(k.key)
 	if w == nil {
 		return false, false, nil // the head is trying on its own
 	}
@@ -37,45 +37,45 @@ func (k *Lock) handOff(ctx context.Context) (done, uncertain bool, err error) {
 	ctx = l.bounds.within(ctx)
 	var token int64
 	ok, uncertain, err := l.retryRelease(ctx, func() (ok bool, err error) {
-		token, ok, err = l.d.Handoff(ctx, l.q, k.key, k.owner, k.token, w.lc.owner, w.lc.ttl, w.lc.value())
+		token, ok, err = l.d.Handoff(ctx, l.q, k.key, k.owner, k.token, w.Cfg.owner, w.Cfg.ttl, w.Cfg.value())
 		return ok, err
 	})
-	if err == nil && uncertain && !w.lc.explicitOwner {
+	if err == nil && uncertain && !w.Cfg.explicitOwner {
 		// A statement whose connection failed may have handed the key
 		// over; only such a statement gives the row the waiter's memo.
-		token, ok = k.handedTo(ctx, w.lc.owner)
+		token, ok = k.handedTo(ctx, w.Cfg.owner)
 		uncertain = !ok
 	}
 	// After a failure, the statement may have run: the waiter's own try
 	// must not re-enter the row under the memo it may have been given.
 	fresh := ""
-	if (err != nil || uncertain) && !w.lc.explicitOwner {
+	if (err != nil || uncertain) && !w.Cfg.explicitOwner {
 		fresh = newOwner()
 	}
 	switch {
 	case err != nil:
-		l.waits.finish(w, nil, fresh)
+		l.waits.Finish(w, nil, false, fresh)
 		return true, false, fmt.Errorf("%w (the row stays held until its lease of %v ends)",
-			l.wrapErr("release", k.key, err), max(k.ttl, w.lc.ttl))
+			l.wrapErr("release", k.key, err), max(k.ttl, w.Cfg.ttl))
 	case !ok:
 		// Lost, or re-entered under our memo by another Locker: the
 		// release says which.
-		l.waits.finish(w, nil, fresh)
+		l.waits.Finish(w, nil, false, fresh)
 		return false, uncertain, nil
 	}
-	lk := l.newLock(k.key, w.lc, token, start)
+	lk := l.newLock(k.key, w.Cfg, token, start)
 	lk.turns = k.turns + 1
 	lk.runStart = k.runStart
 	if k.turns == 0 {
 		lk.runStart = start // the first local handover starts the run
 	}
 	if !l.register(lk) { // closed meanwhile
-		l.waits.finish(w, nil, "")
+		l.waits.Finish(w, nil, false, "")
 		lk.end(ErrClosed)
 		_, err := lk.releaseRow(ctx, false)
 		return true, false, err
 	}
-	l.waits.finish(w, lk, "")
+	l.waits.Finish(w, lk, true, "")
 	if l.debugging() {
 		l.log.Debug("dblock: handed over", "key", k.key, "token", token, "from", k.token)
 	}

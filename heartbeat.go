@@ -44,11 +44,11 @@ func (l *Locker) register(lk *Lock) bool {
 	if !lk.maxHoldAt.IsZero() {
 		lk.maxHold = time.AfterFunc(time.Until(lk.maxHoldAt), lk.endMaxHold)
 	}
-	if l.waits.tagOf != nil {
+	if n := l.d.Notifier(); n != nil {
 		if l.heldTags == nil {
 			l.heldTags = make(map[string]string)
 		}
-		l.heldTags[l.waits.tagOf(lk.key)] = lk.key
+		l.heldTags[n.Tag(lk.key)] = lk.key
 	}
 	// Wake the loop only if this lock is due before the loop's next wake-up:
 	// a new lock is nearly always due later, and a kick costs a pass over
@@ -61,7 +61,7 @@ func (l *Locker) register(lk *Lock) bool {
 		lk.nextBeat.Before(l.hb.wakeAt.Add(-lk.interval/8))
 	l.mu.Unlock()
 	if first {
-		l.keyHeld(lk)
+		l.bell.KeyHeld(lk.key, lk.ctx)
 	}
 	if kick {
 		select {
@@ -83,14 +83,14 @@ func (l *Locker) unregister(lk *Lock) {
 		if l.heldKeys[lk.key]--; l.heldKeys[lk.key] == 0 {
 			freed = true
 			delete(l.heldKeys, lk.key)
-			if l.waits.tagOf != nil {
-				delete(l.heldTags, l.waits.tagOf(lk.key))
+			if n := l.d.Notifier(); n != nil {
+				delete(l.heldTags, n.Tag(lk.key))
 			}
 		}
 	}
 	l.mu.Unlock()
 	if freed {
-		l.keyFreed(lk.key)
+		l.bell.KeyFreed(lk.key)
 	}
 }
 
@@ -123,10 +123,10 @@ func (l *Locker) unpin(key string, wake bool) {
 	}
 	l.mu.Unlock()
 	if freed {
-		l.keyFreed(key)
+		l.bell.KeyFreed(key)
 	}
 	if wake {
-		l.waits.wakeHead(key)
+		l.waits.WakeHead(key)
 	}
 	if strings.HasPrefix(key, rwPrefix) {
 		l.shared.notify()

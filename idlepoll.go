@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dblockhq/dblock/internal/bells"
 	"github.com/dblockhq/dblock/internal/fair"
 )
 
@@ -38,7 +39,7 @@ const (
 	// a whole lease at the default TTL), past the leases of the keys it
 	// watches: their own fallback polls come only every half of their own
 	// lease, which may be longer than the holder's.
-	idleReadTimeout = bellWait
+	idleReadTimeout = bells.Wait
 )
 
 // idlePoll is the idle poller's state.
@@ -85,8 +86,7 @@ func (l *Locker) coldKeys() []string {
 	defer p.mu.Unlock()
 	if len(p.keys) == 0 {
 		p.running = false
-		l.ears.quiet.Store(false)
-		l.tell(nil) // under p.mu: before another poller may start
+		l.ears.Stop() // under p.mu: before another poller may start
 		return nil
 	}
 	keys := make([]string, 0, len(p.keys))
@@ -111,7 +111,7 @@ func (l *Locker) idleLoop() {
 	for {
 		select {
 		case <-t.C:
-		case <-l.ears.rung:
+		case <-l.ears.Rung():
 		case <-l.closing:
 			l.idle.mu.Lock()
 			l.idle.running = false
@@ -126,7 +126,7 @@ func (l *Locker) idleLoop() {
 		found, quiet := l.idleRound(keys)
 		switch {
 		case quiet:
-			interval = bellWait
+			interval = bells.Wait
 		case found:
 			interval = idleMin
 		default:
@@ -152,18 +152,18 @@ func (l *Locker) idleLoop() {
 // next round waits for a ring.
 func (l *Locker) idleRound(keys []string) (found, quiet bool) {
 	var holders []int64
-	var bells map[int64]int
-	if l.ears.d != nil && len(keys) <= idleBatch {
-		holders, bells = l.bellRefs(keys)
+	var rings map[int64]int
+	if l.ears.Enabled() && len(keys) <= idleBatch {
+		holders, rings = l.ears.Refs(keys)
 	}
 	found, held, ok := l.wakeFree(keys)
-	if l.ears.d == nil {
+	if !l.ears.Enabled() {
 		return found, false
 	}
 	if !ok {
 		holders = nil
 	}
-	return found, l.listen(keys, held, holders, bells)
+	return found, l.ears.Listen(keys, held, holders, rings)
 }
 
 // wakeFree reads which of keys are held and wakes the waiters of the
@@ -191,7 +191,7 @@ func (l *Locker) wakeFree(keys []string) (found bool, busy map[string]bool, ok b
 			}
 			l.log.Log(l.ctx, level, "dblock: the idle poller's read failed; its waiters poll on their own", "keys", len(batch), "err", err)
 			for _, k := range batch {
-				l.waits.wakeHead(k)
+				l.waits.WakeHead(k)
 			}
 			continue
 		}
@@ -201,7 +201,7 @@ func (l *Locker) wakeFree(keys []string) (found bool, busy map[string]bool, ok b
 		for _, k := range batch {
 			if !busy[k] {
 				found = true
-				l.waits.wakeHead(k)
+				l.waits.WakeHead(k)
 			}
 		}
 	}
@@ -214,7 +214,7 @@ func (l *Locker) wakeFree(keys []string) (found bool, busy map[string]bool, ok b
 // key, which the waiter learns when woken. A failed read says no: the
 // waiter polls on its own meanwhile.
 func (l *Locker) grantedHere(key string) bool {
-	memo := l.waits.headMemo(key)
+	memo := l.waits.HeadMemo(key)
 	if memo == "" || !l.grantsByTicket() {
 		return false
 	}

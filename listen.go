@@ -1,102 +1,11 @@
 package dblock
 
 import (
-	"errors"
-	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/dblockhq/dblock/internal/dialect"
 )
-
-// Listener states.
-// events is the Locker's listener: started once, ready once.
-type events struct {
-	once, readyOnce sync.Once
-	ready           chan struct{} // closed once the listener is ready or gave up
-	state           atomic.Int32
-}
-
-const (
-	listenOff         int32 = iota // not (or no longer) receiving events
-	listenOn                       // events arrive: waiters rely on them
-	listenUnsupported              // the driver cannot: waiters poll
-)
-
-// startListener starts the Locker's listener once (dialects with
-// notifications only): waiters need it to be woken, holders to learn that
-// someone waits.
-func (l *Locker) startListener() bool {
-	n := l.d.Notifier()
-	if n == nil {
-		return false
-	}
-	l.ev.once.Do(func() {
-		// Close sets closed under mu before it waits for wg: a listener is
-		// only started, and counted, while the Locker is open.
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if l.closed {
-			l.ev.readyOnce.Do(func() { close(l.ev.ready) })
-			return
-		}
-		l.wg.Add(1)
-		go l.listenLoop(n)
-	})
-	return true
-}
-
-// ensureListener starts the listener and waits a little for it to be ready,
-// so a waiter's first wake-up is not missed.
-func (l *Locker) ensureListener() {
-	if !l.startListener() {
-		return
-	}
-	t := time.NewTimer(time.Second)
-	defer t.Stop()
-	select {
-	case <-l.ev.ready:
-	case <-t.C:
-	case <-l.closing:
-	}
-}
 
 // notifying reports whether release events currently reach this Locker.
-func (l *Locker) notifying() bool { return l.ev.state.Load() == listenOn }
-
-// listenLoop keeps one listening connection, reconnecting with backoff; after
-// each (re)connection it wakes every waiter, as events may have been missed.
-func (l *Locker) listenLoop(n dialect.Notifier) {
-	defer l.wg.Done()
-	defer l.ev.readyOnce.Do(func() { close(l.ev.ready) })
-	b := newBackoff(50*time.Millisecond, 5*time.Second)
-	for {
-		err := n.Listen(l.ctx, l.db,
-			func() {
-				l.ev.state.Store(listenOn)
-				l.ev.readyOnce.Do(func() { close(l.ev.ready) })
-				l.waits.wakeAll()
-				b = newBackoff(50*time.Millisecond, 5*time.Second)
-			},
-			l.onEvent)
-		if errors.Is(err, dialect.ErrNoNotify) {
-			l.ev.state.Store(listenUnsupported)
-			return
-		}
-		l.ev.state.Store(listenOff)
-		if l.ctx.Err() != nil {
-			return
-		}
-		l.log.Warn("dblock: release notifications interrupted; waiters poll until they resume", "err", err)
-		t := time.NewTimer(b.Next())
-		select {
-		case <-t.C:
-		case <-l.ctx.Done():
-			t.Stop()
-			return
-		}
-	}
-}
+func (l *Locker) notifying() bool { return l.ev.On() }
 
 // onEvent handles a notification: a released key wakes our first waiter for
 // it (and, released by another Locker, ends our standing back from it); a
@@ -110,20 +19,20 @@ func (l *Locker) onEvent(released bool, from, tag string, granted int64) {
 		l.recheckHeld(tag) // a ForceUnlock or a reap may have ended a lock of ours
 	}
 	if released && granted != 0 {
-		if key, ok := l.waits.grantEvent(tag, granted); ok && from != l.id {
+		if key, ok := l.waits.GrantEvent(tag, granted); ok && from != l.id {
 			l.fair.EndYield(key)
 		}
 		return
 	}
 	if released {
-		key, ok := l.waits.keyOf(tag)
+		key, ok := l.waits.KeyOf(tag)
 		if !ok {
 			return // nobody here waits for it
 		}
 		if from != l.id {
 			l.fair.EndYield(key)
 		}
-		l.waits.wakeHead(key)
+		l.waits.WakeHead(key)
 		return
 	}
 	if from == l.id {

@@ -286,7 +286,7 @@ func (k *Lock) releaseRow(ctx context.Context, uncertain bool) (wake bool, err e
 				awaitClosed(dequeued)
 			}
 			sent = time.Now()
-			ok, g, err := p.Pass(ctx, k.l.q, k.l.id, k.key, k.owner, k.token, k.l.waits.headTicket(k.key), next)
+			ok, g, err := p.Pass(ctx, k.l.q, k.l.id, k.key, k.owner, k.token, k.l.waits.HeadTicket(k.key), next)
 			if granted = g; err != nil || ok || !byTicket {
 				return ok, err
 			}
@@ -322,7 +322,7 @@ func (k *Lock) releaseRow(ctx context.Context, uncertain bool) (wake bool, err e
 		// sent no read while we held the key, polls again at its pace:
 		// its turn may come at the grantee's release.
 		wake = !k.l.handGrant(k.key, granted, sent, succ.after) &&
-			(k.l.waits.told(k.key, granted.Ticket) || !k.l.notifying())
+			(k.l.waits.Told(k.key, granted.Ticket) || !k.l.notifying())
 	}
 	return wake, nil
 }
@@ -392,7 +392,7 @@ func (k *Lock) lose(cause error) {
 		k.l.unregister(k)
 		k.cancel(err)             // Done first, as in end
 		k.l.lost(k, err)          // then the Observer
-		k.l.waits.wakeHead(k.key) // it may be free: a waiter of ours may try
+		k.l.waits.WakeHead(k.key) // it may be free: a waiter of ours may try
 		k.l.log.Warn("dblock: lock lost", "key", k.key, "token", k.token, "cause", cause)
 	})
 }

@@ -216,7 +216,7 @@ func (k *Lock) linger(ctx context.Context, atLeast time.Duration) error {
 	}
 	wake, err := k.releaseRow(k.l.bounds.within(ctx), false)
 	if wake {
-		k.l.waits.wakeHead(k.key)
+		k.l.waits.WakeHead(k.key)
 	}
 	return err
 }

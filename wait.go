@@ -8,10 +8,25 @@ import (
 
 	"github.com/dblockhq/dblock/internal/fair"
 	"github.com/dblockhq/dblock/internal/retry"
+	"github.com/dblockhq/dblock/internal/wait"
 )
 
 // backoff is the jittered exponential backoff of waits and retries.
 type backoff = retry.Backoff
+
+// waiter is a waiting call of this Locker's, in its queue for a key.
+type waiter = wait.Waiter[lockConfig, *Lock]
+
+// waitQueues are a Locker's waiters, per key.
+type waitQueues = wait.Queues[lockConfig, *Lock]
+
+// freshOwner gives w, unless it waits under an explicit Owner, a new owner
+// memo (see Locker.uncertain).
+func (l *Locker) freshOwner(w *waiter) {
+	if !w.Cfg.explicitOwner {
+		l.waits.SetOwner(w, newOwner())
+	}
+}
 
 func newBackoff(lo, hi time.Duration) *backoff { return retry.NewBackoff(lo, hi) }
 
@@ -69,11 +84,11 @@ func (l *Locker) heldElsewhere(ctx context.Context, key, owner string) (bool, in
 // on) at once, since w's caller no longer wants it.
 func (l *Locker) leaveQueue(key string, w *waiter) {
 	var unwanted *Lock
-	for !l.waits.leave(key, w) {
-		unwanted = <-w.grant
+	for !l.waits.Leave(key, w) {
+		unwanted = <-w.Grant
 	}
 	select {
-	case unwanted = <-w.grant: // granted as ctx ended
+	case unwanted = <-w.Grant: // granted as ctx ended
 	default:
 	}
 	l.unlockUnwanted(key, unwanted)

@@ -1,19 +1,23 @@
-package dblock
+// Package wait keeps a Locker's local waiters: per key, the goroutines
+// Waiting for it, in arrival order (or FIFO ticket order), of which only
+// the head talks to the database. It owns no goroutine; its state is under
+// one mutex, taken inside no other lock.
+package wait
 
 import (
 	"slices"
 	"sync"
 )
 
-// waitQueues keeps, per key, the goroutines of one Locker waiting for that
+// Queues keeps, per key, the goroutines of one Locker waiting for that
 // key, in arrival order. Only the head talks to the database; the others wait
 // for their turn, so a thousand local waiters cost one query per wake-up, not
 // a thousand. A release by this Locker may instead hand the key straight to
 // the head (see handOff): the head is then reserved, and does not try on its
 // own until the handover has succeeded or failed.
-type waitQueues struct {
+type Queues[C, L any] struct {
 	mu   sync.Mutex
-	q    map[string][]*waiter
+	q    map[string][]*Waiter[C, L]
 	tags map[string]string // tag → key of every queue, when tagOf is set
 	// recent holds, per key ("k:"+key) or per tag ("t:"+tag), the last
 	// FIFO tickets granted whose waiter was not queued here when the
@@ -22,10 +26,34 @@ type waitQueues struct {
 	recent map[string][]int64
 	// tagOf names keys in notifications (notifier.tag); nil without them.
 	tagOf func(key string) string
+	// setOwner gives a waiter's config another owner memo.
+	setOwner func(c *C, owner string)
 }
 
-// keyOf returns the key whose tag is tag, if a waiter queues for it.
-func (w *waitQueues) keyOf(tag string) (string, bool) {
+// New returns empty queues. tagOf names keys in release notifications (nil
+// without them); setOwner gives a waiter's config C another owner memo
+// (Finish, SetOwner).
+func New[C, L any](tagOf func(key string) string, setOwner func(c *C, owner string)) *Queues[C, L] {
+	return &Queues[C, L]{tagOf: tagOf, setOwner: setOwner}
+}
+
+// TagOf returns key's tag in notifications; false without them.
+func (w *Queues[C, L]) TagOf(key string) (string, bool) {
+	if w.tagOf == nil {
+		return "", false
+	}
+	return w.tagOf(key), true
+}
+
+// Len returns how many waiters queue for key.
+func (w *Queues[C, L]) Len(key string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.q[key])
+}
+
+// KeyOf returns the key whose tag is tag, if a waiter queues for it.
+func (w *Queues[C, L]) KeyOf(tag string) (string, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	key, ok := w.tags[tag]
@@ -33,9 +61,9 @@ func (w *waitQueues) keyOf(tag string) (string, bool) {
 }
 
 // newQueue notes key's tag as its first waiter joins. Under w.mu.
-func (w *waitQueues) newQueue(key string) {
+func (w *Queues[C, L]) newQueue(key string) {
 	if w.q == nil {
-		w.q = make(map[string][]*waiter)
+		w.q = make(map[string][]*Waiter[C, L])
 	}
 	if w.tagOf != nil && len(w.q[key]) == 0 {
 		if w.tags == nil {
@@ -46,27 +74,29 @@ func (w *waitQueues) newQueue(key string) {
 }
 
 // dropQueue forgets key's empty queue. Under w.mu.
-func (w *waitQueues) dropQueue(key string) {
+func (w *Queues[C, L]) dropQueue(key string) {
 	delete(w.q, key)
 	if w.tagOf != nil {
 		delete(w.tags, w.tagOf(key))
 	}
 }
 
-// waiterState is where a waiter stands; it changes under waitQueues.mu.
+// waiterState is where a waiter stands; it changes under Queues.mu.
 type waiterState int
 
 const (
-	waiterIdle     waiterState = iota // waiting for a signal
+	waiterIdle     waiterState = iota // Waiting for a signal
 	waiterTrying                      // its own acquire is in flight
 	waiterReserved                    // a release is handing it the key
 	waiterGranted                     // a handover gave it the key
 )
 
-type waiter struct {
-	wake  chan struct{} // buffered 1: "try now"
-	grant chan *Lock    // buffered 1: a handover's outcome (nil: it failed)
-	lc    lockConfig    // what the waiter acquires with; a handover uses it
+// Waiter is one waiting call: C is what it acquires with, L the lock a
+// handover gives it.
+type Waiter[C, L any] struct {
+	Wake  chan struct{} // buffered 1: "try now"
+	Grant chan L        // buffered 1: a handover's outcome (zero: it failed)
+	Cfg   C             // what the waiter acquires with; a handover uses it
 	state waiterState
 	order int64 // its FIFO ticket (joinOrdered), else 0
 	// memo is the owner memo a release may give the key to (its ticket's
@@ -78,23 +108,27 @@ type waiter struct {
 	news bool
 }
 
-func (w *waitQueues) join(key string, lc lockConfig) *waiter {
-	wt := &waiter{wake: make(chan struct{}, 1), grant: make(chan *Lock, 1), lc: lc}
+// Memo returns the owner memo a release may give the key to (its FIFO
+// ticket's grant memo), "" if none. It is fixed when the waiter queues.
+func (wt *Waiter[C, L]) Memo() string { return wt.memo }
+
+func (w *Queues[C, L]) Join(key string, c C) *Waiter[C, L] {
+	wt := &Waiter[C, L]{Wake: make(chan struct{}, 1), Grant: make(chan L, 1), Cfg: c}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.newQueue(key)
 	w.q[key] = append(w.q[key], wt)
 	if len(w.q[key]) == 1 {
-		signal(wt.wake)
+		Signal(wt.Wake)
 	}
 	return wt
 }
 
-// joinOrdered queues a waiter holding FIFO ticket order behind the waiters
+// JoinOrdered queues a waiter holding FIFO ticket order behind the waiters
 // with smaller tickets: tickets drawn concurrently may join out of order.
 // A waiter that becomes head is woken.
-func (w *waitQueues) joinOrdered(key string, lc lockConfig, order int64, memo string) *waiter {
-	wt := &waiter{wake: make(chan struct{}, 1), grant: make(chan *Lock, 1), lc: lc, order: order, memo: memo}
+func (w *Queues[C, L]) JoinOrdered(key string, c C, order int64, memo string) *Waiter[C, L] {
+	wt := &Waiter[C, L]{Wake: make(chan struct{}, 1), Grant: make(chan L, 1), Cfg: c, order: order, memo: memo}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.newQueue(key)
@@ -106,19 +140,19 @@ func (w *waitQueues) joinOrdered(key string, lc lockConfig, order int64, memo st
 	w.q[key] = slices.Insert(q, i, wt)
 	if memo != "" && (w.recall("k:"+key, order) || w.tagOf != nil && w.recall("t:"+w.tagOf(key), order)) {
 		wt.news = true // granted before it queued here
-		signal(wt.wake)
+		Signal(wt.Wake)
 	}
 	if i == 0 {
-		signal(wt.wake)
+		Signal(wt.Wake)
 	}
 	return wt
 }
 
-// leave removes wt; if it was the head, the next waiter becomes head and is
+// Leave removes wt; if it was the head, the next waiter becomes head and is
 // woken. It reports false, and leaves wt queued, while a handover to wt is in
 // flight: the caller must then receive its outcome from wt.grant and leave
 // again.
-func (w *waitQueues) leave(key string, wt *waiter) bool {
+func (w *Queues[C, L]) Leave(key string, wt *Waiter[C, L]) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if wt.state == waiterReserved {
@@ -136,30 +170,30 @@ func (w *waitQueues) leave(key string, wt *waiter) bool {
 		}
 		w.q[key] = q
 		if i == 0 {
-			signal(q[0].wake)
+			Signal(q[0].Wake)
 		}
 		return true
 	}
 	return true
 }
 
-// waiting reports whether key has waiters.
-func (w *waitQueues) waiting(key string) bool {
+// Waiting reports whether key has waiters.
+func (w *Queues[C, L]) Waiting(key string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.q[key]) > 0
 }
 
-func (w *waitQueues) isHead(key string, wt *waiter) bool {
+func (w *Queues[C, L]) IsHead(key string, wt *Waiter[C, L]) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.q[key]
 	return len(q) > 0 && q[0] == wt
 }
 
-// beginTry marks wt, the head or one told of a grant (news), as trying on
+// BeginTry marks wt, the head or one told of a grant (news), as trying on
 // its own; false if a handover to it is in flight (or it is neither).
-func (w *waitQueues) beginTry(key string, wt *waiter) bool {
+func (w *Queues[C, L]) BeginTry(key string, wt *Waiter[C, L]) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.q[key]
@@ -171,24 +205,24 @@ func (w *waitQueues) beginTry(key string, wt *waiter) bool {
 	return true
 }
 
-// mayAsk reports whether wt may ask the database: it is the head, or was
-// told of a grant.
-func (w *waitQueues) mayAsk(key string, wt *waiter) bool {
+// MayAsk reports whether wt may ask the database: it is the head, or was
+// Told of a grant.
+func (w *Queues[C, L]) MayAsk(key string, wt *Waiter[C, L]) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.q[key]
 	return len(q) > 0 && (q[0] == wt || wt.news)
 }
 
-func (w *waitQueues) endTry(wt *waiter) {
+func (w *Queues[C, L]) EndTry(wt *Waiter[C, L]) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	wt.state = waiterIdle
 }
 
-// reserveHead reserves key's head waiter for a handover, unless there is
+// ReserveHead reserves key's head waiter for a handover, unless there is
 // none or it is trying on its own.
-func (w *waitQueues) reserveHead(key string) *waiter {
+func (w *Queues[C, L]) ReserveHead(key string) *Waiter[C, L] {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.q[key]
@@ -199,9 +233,9 @@ func (w *waitQueues) reserveHead(key string) *waiter {
 	return q[0]
 }
 
-// reserveTicket reserves key's waiter holding FIFO ticket order (wherever
+// ReserveTicket reserves key's waiter holding FIFO ticket order (wherever
 // it stands) for a handover when it is idle.
-func (w *waitQueues) reserveTicket(key string, order int64) *waiter {
+func (w *Queues[C, L]) ReserveTicket(key string, order int64) *Waiter[C, L] {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	wt := w.holding(key, order)
@@ -214,7 +248,7 @@ func (w *waitQueues) reserveTicket(key string, order int64) *waiter {
 
 // holding returns key's waiter holding grantable FIFO ticket order, or
 // nil. Under w.mu.
-func (w *waitQueues) holding(key string, order int64) *waiter {
+func (w *Queues[C, L]) holding(key string, order int64) *Waiter[C, L] {
 	for _, wt := range w.q[key] {
 		if wt.order == order && wt.memo != "" {
 			return wt
@@ -228,19 +262,19 @@ func (w *waitQueues) holding(key string, order int64) *waiter {
 // grant for a waiter that joins; it wakes the head too if the head's ticket
 // is older (passed over: it ran out). A head with a younger ticket has no
 // news. Under w.mu.
-func (w *waitQueues) wakeGranted(key string, order int64) {
+func (w *Queues[C, L]) wakeGranted(key string, order int64) {
 	if wt := w.markGranted(key, order); wt != nil {
-		signal(wt.wake)
+		Signal(wt.Wake)
 	}
 	if q := w.q[key]; len(q) > 0 && q[0].order < order {
-		signal(q[0].wake)
+		Signal(q[0].Wake)
 	}
 }
 
 // markGranted marks key's waiter holding FIFO ticket order as told of a
 // grant and returns it, or remembers the grant for a waiter that joins and
 // returns nil. Under w.mu.
-func (w *waitQueues) markGranted(key string, order int64) *waiter {
+func (w *Queues[C, L]) markGranted(key string, order int64) *Waiter[C, L] {
 	wt := w.holding(key, order)
 	if wt == nil {
 		w.remember("k:"+key, order)
@@ -250,46 +284,44 @@ func (w *waitQueues) markGranted(key string, order int64) *waiter {
 	return wt
 }
 
-// told marks key's waiter holding FIFO ticket order as told of a grant,
+// Told marks key's waiter holding FIFO ticket order as told of a grant,
 // for the next wake-up (or remembers the grant for a waiter that joins),
 // and reports whether key's waiters have news to wake for: that waiter's
 // grant, or the head's older ticket passed over.
-func (w *waitQueues) told(key string, order int64) bool {
+func (w *Queues[C, L]) Told(key string, order int64) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.q[key]
 	return w.markGranted(key, order) != nil || len(q) > 0 && q[0].order < order
 }
 
-// finish ends a handover to wt: lk is the lock it was given, or nil when the
-// handover failed and wt must try on its own. After a failure whose outcome
+// Finish ends a handover to wt: lk is the lock it was given (granted), or
+// the zero L when the handover failed and wt must try on its own. After a failure whose outcome
 // is unknown (the statement may have run), freshOwner replaces wt's owner
 // memo so that its own try can never re-enter a row the handover may have
 // written.
-func (w *waitQueues) finish(wt *waiter, lk *Lock, freshOwner string) {
+func (w *Queues[C, L]) Finish(wt *Waiter[C, L], lk L, granted bool, freshOwner string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	wt.state = waiterIdle
-	if lk != nil {
+	if granted {
 		wt.state = waiterGranted
 	}
 	if freshOwner != "" {
-		wt.lc.owner = freshOwner
+		w.setOwner(&wt.Cfg, freshOwner)
 	}
-	wt.grant <- lk
+	wt.Grant <- lk
 }
 
-// freshOwner gives wt, unless it waits under an explicit Owner, a new owner
-// memo (see Locker.uncertain).
-func (w *waitQueues) freshOwner(wt *waiter) {
+// setOwner gives wt the owner memo owner (a fresh one after an attempt
+// whose outcome is unknown: see Locker.uncertain).
+func (w *Queues[C, L]) SetOwner(wt *Waiter[C, L], owner string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !wt.lc.explicitOwner {
-		wt.lc.owner = newOwner()
-	}
+	w.setOwner(&wt.Cfg, owner)
 }
 
-// recentGrants bounds the tickets kept per name in waitQueues.recent, and
+// recentGrants bounds the tickets kept per name in Queues.recent, and
 // maxRecent the names: a waiter joins within microseconds of its ticket's
 // insert, while other grants come a fraction of a millisecond apart.
 const (
@@ -298,7 +330,7 @@ const (
 )
 
 // remember keeps ticket order granted under name. Under w.mu.
-func (w *waitQueues) remember(name string, order int64) {
+func (w *Queues[C, L]) remember(name string, order int64) {
 	if w.recent == nil || len(w.recent) > maxRecent {
 		w.recent = make(map[string][]int64)
 	}
@@ -311,7 +343,7 @@ func (w *waitQueues) remember(name string, order int64) {
 
 // recall reports whether ticket order was granted under name, and forgets
 // it. Under w.mu.
-func (w *waitQueues) recall(name string, order int64) bool {
+func (w *Queues[C, L]) recall(name string, order int64) bool {
 	r := w.recent[name]
 	i := slices.Index(r, order)
 	if i < 0 {
@@ -321,12 +353,12 @@ func (w *waitQueues) recall(name string, order int64) bool {
 	return true
 }
 
-// grantEvent handles an event saying that a release gave the key tagged tag
+// GrantEvent handles an event saying that a release gave the key tagged tag
 // to FIFO ticket order: the waiter holding it is told and woken, and the
 // head if its older ticket was passed over (see wakeGranted); with no such
 // waiter here yet, the grant is remembered for one that joins. key is the
 // tag's key when a waiter here queues for it.
-func (w *waitQueues) grantEvent(tag string, order int64) (key string, ok bool) {
+func (w *Queues[C, L]) GrantEvent(tag string, order int64) (key string, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if key, ok = w.tags[tag]; !ok {
@@ -337,26 +369,26 @@ func (w *waitQueues) grantEvent(tag string, order int64) (key string, ok bool) {
 	return key, true
 }
 
-// wakeHead tells key's head waiter, if any, and any waiter told of a grant
+// WakeHead tells key's head waiter, if any, and any waiter told of a grant
 // (told), to try now.
-func (w *waitQueues) wakeHead(key string) {
+func (w *Queues[C, L]) WakeHead(key string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.q[key]
 	if len(q) == 0 {
 		return
 	}
-	signal(q[0].wake)
+	Signal(q[0].Wake)
 	for _, wt := range q[1:] {
 		if wt.news {
-			signal(wt.wake)
+			Signal(wt.Wake)
 		}
 	}
 }
 
-// headTicket returns the FIFO ticket of key's head waiter if it may be
+// HeadTicket returns the FIFO ticket of key's head waiter if it may be
 // granted the key (0: none).
-func (w *waitQueues) headTicket(key string) int64 {
+func (w *Queues[C, L]) HeadTicket(key string) int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if q := w.q[key]; len(q) > 0 && q[0].memo != "" {
@@ -365,9 +397,9 @@ func (w *waitQueues) headTicket(key string) int64 {
 	return 0
 }
 
-// headMemo returns the grant memo of key's head waiter ("": none, or not
+// HeadMemo returns the grant memo of key's head waiter ("": none, or not
 // grantable).
-func (w *waitQueues) headMemo(key string) string {
+func (w *Queues[C, L]) HeadMemo(key string) string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if q := w.q[key]; len(q) > 0 {
@@ -376,16 +408,17 @@ func (w *waitQueues) headMemo(key string) string {
 	return ""
 }
 
-// wakeAll wakes every head, after notifications may have been missed.
-func (w *waitQueues) wakeAll() {
+// WakeAll wakes every head, after notifications may have been missed.
+func (w *Queues[C, L]) WakeAll() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, q := range w.q {
-		signal(q[0].wake)
+		Signal(q[0].Wake)
 	}
 }
 
-func signal(c chan struct{}) {
+// Signal sends on c unless a signal is pending already.
+func Signal(c chan struct{}) {
 	select {
 	case c <- struct{}{}:
 	default:

@@ -1,4 +1,4 @@
-package dblock
+package bells
 
 import (
 	"context"
@@ -9,20 +9,16 @@ import (
 	"time"
 
 	"github.com/dblockhq/dblock/internal/dialect"
+	"github.com/dblockhq/dblock/internal/wait"
 )
 
-// bellWait is how long a listener blocks on a bell in one statement, and
-// how often the idle poller reads its keys while bells stand in for its
-// rounds: a holder whose session outlives its lease (a partition) rings
-// nothing, and its keys are seen free within bellWait of their expiry.
-const bellWait = time.Second
-
-// bellEars is the waiter's side of bells: while every key the idle poller
+// Ears is the waiter's side of bells: while every key the idle poller
 // watches is held under a belled name, by at most len(slots) sessions, the
 // poller stops its rounds, and one listener per holding session blocks on
 // that session's bell. A ring, or a listener that fails, makes the poller
 // read its keys at once.
-type bellEars struct {
+type Ears struct {
+	h     Host
 	d     dialect.Bells // nil: no bells
 	rung  chan struct{}
 	slots []*ear
@@ -47,24 +43,44 @@ type bellRef struct {
 	i  int
 }
 
-// init sets up a Locker's two listeners.
-func (e *bellEars) init(d dialect.Bells) {
-	e.d = d
-	e.rung = make(chan struct{}, 1)
+// NewEars returns the waiter's side of d's bells (nil d: none), with two
+// listeners.
+func NewEars(d dialect.Bells, h Host) *Ears {
+	e := &Ears{h: h, d: d, rung: make(chan struct{}, 1)}
 	for range 2 {
 		e.slots = append(e.slots, &ear{want: make(chan bellRef, 1)})
 	}
+	return e
 }
 
-// bellRefs reads which sessions hold the names of keys, and which bell
+// Enabled reports whether there are bells to listen to.
+func (e *Ears) Enabled() bool { return e.d != nil }
+
+// Rung receives when a bell rang, or a listener failed: the poller should
+// read its keys at once.
+func (e *Ears) Rung() <-chan struct{} { return e.rung }
+
+// Quiet reports whether the poller sleeps on bells.
+func (e *Ears) Quiet() bool { return e.quiet.Load() }
+
+// Rings reports how many rings the listeners heard.
+func (e *Ears) Rings() int64 { return e.rings.Load() }
+
+// Stop stops the listeners (the poller has no keys left).
+func (e *Ears) Stop() {
+	e.quiet.Store(false)
+	e.tell(nil)
+}
+
+// Refs reads which sessions hold the names of keys, and which bell
 // each of them holds (before the poller reads the rows: a release after
 // that read rings a bell this read saw held). holders[i] is keys[i]'s
 // session (0: none, or too many sessions to listen to); bells maps each
 // session to its bell.
-func (l *Locker) bellRefs(keys []string) (holders []int64, bells map[int64]int) {
-	ctx, cancel := context.WithTimeout(l.ctx, idleReadTimeout)
+func (e *Ears) Refs(keys []string) (holders []int64, bells map[int64]int) {
+	ctx, cancel := context.WithTimeout(e.h.Ctx, Wait)
 	defer cancel()
-	holders, err := l.ears.d.Holders(ctx, l.q, keys)
+	holders, err := e.d.Holders(ctx, e.h.Q, keys)
 	if err != nil {
 		return nil, nil
 	}
@@ -74,10 +90,10 @@ func (l *Locker) bellRefs(keys []string) (holders []int64, bells map[int64]int) 
 			ids = append(ids, h)
 		}
 	}
-	if len(ids) == 0 || len(ids) > len(l.ears.slots) {
+	if len(ids) == 0 || len(ids) > len(e.slots) {
 		return nil, nil
 	}
-	idx, err := l.ears.d.BellIndex(ctx, l.q, ids)
+	idx, err := e.d.BellIndex(ctx, e.h.Q, ids)
 	if err != nil {
 		return nil, nil
 	}
@@ -90,10 +106,10 @@ func (l *Locker) bellRefs(keys []string) (holders []int64, bells map[int64]int) 
 	return holders, bells
 }
 
-// listen points the listeners at the bells of the sessions holding the
+// Listen points the listeners at the bells of the sessions holding the
 // keys still held, and reports whether it could: every such key has a
 // holder with a bell. Otherwise it stops them, and the poller polls.
-func (l *Locker) listen(keys []string, held map[string]bool, holders []int64, bells map[int64]int) bool {
+func (e *Ears) Listen(keys []string, held map[string]bool, holders []int64, bells map[int64]int) bool {
 	var refs []bellRef
 	ok := holders != nil
 	for i, k := range keys {
@@ -109,19 +125,18 @@ func (l *Locker) listen(keys []string, held map[string]bool, holders []int64, be
 			refs = append(refs, r)
 		}
 	}
-	if f := l.ears.failed.Load(); !ok || (f != 0 && time.Since(time.Unix(0, f)) < bellWait) {
+	if f := e.failed.Load(); !ok || (f != 0 && time.Since(time.Unix(0, f)) < Wait) {
 		refs = nil
 	}
 	quiet := len(refs) > 0
-	l.ears.quiet.Store(quiet)
-	l.tell(refs)
+	e.quiet.Store(quiet)
+	e.tell(refs)
 	return quiet
 }
 
 // tell sends each listener its bell (the zero bellRef: stop), starting
 // listeners as needed.
-func (l *Locker) tell(refs []bellRef) {
-	e := &l.ears
+func (e *Ears) tell(refs []bellRef) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for j, s := range e.slots {
@@ -139,20 +154,20 @@ func (l *Locker) tell(refs []bellRef) {
 		}
 		s.want <- r
 		if !s.running && r != (bellRef{}) {
-			s.running = l.spawn(func() { l.earLoop(s) })
+			s.running = e.h.Spawn(func() { e.loop(s) })
 		}
 	}
 }
 
-// earLoop is one listener. Between bells it keeps its connection (a
+// loop is one listener. Between bells it keeps its connection (a
 // session that holds no name: a rung bell is released at once); with
 // nothing to listen to, it puts it back in the pool.
-func (l *Locker) earLoop(s *ear) {
+func (e *Ears) loop(s *ear) {
 	var conn *sql.Conn
 	defer func() {
 		if conn != nil {
 			discard(conn) // a wait may have been cut short mid-statement
-			unkeep(l.db)
+			unkeep(e.h.DB)
 		}
 	}()
 	var ref bellRef
@@ -163,12 +178,12 @@ func (l *Locker) earLoop(s *ear) {
 			if ref == (bellRef{}) {
 				if conn != nil {
 					_ = conn.Close()
-					unkeep(l.db)
+					unkeep(e.h.DB)
 					conn = nil
 				}
 				select {
 				case ref = <-s.want:
-				case <-l.closing:
+				case <-e.h.Ctx.Done():
 					return
 				}
 			}
@@ -176,44 +191,44 @@ func (l *Locker) earLoop(s *ear) {
 		if ref == (bellRef{}) {
 			continue
 		}
-		rung, err := l.waitBell(&conn, ref)
+		rung, err := e.waitBell(&conn, ref)
 		switch {
-		case l.ctx.Err() != nil:
+		case e.h.Ctx.Err() != nil:
 			return
 		case err != nil:
-			l.ears.failed.Store(time.Now().UnixNano())
-			l.log.Debug("dblock: listening for a bell failed; the idle poller polls", "err", err)
+			e.failed.Store(time.Now().UnixNano())
+			e.h.Log.Debug("dblock: listening for a bell failed; the idle poller polls", "err", err)
 			if conn != nil {
 				discard(conn)
-				unkeep(l.db)
+				unkeep(e.h.DB)
 				conn = nil
 			}
 		case !rung:
 			continue // timed out: listen again, to the latest bell
 		default:
-			l.ears.rings.Add(1)
+			e.rings.Add(1)
 		}
 		// Rung or failed: wait for the poller's next word, which it
 		// sends after it read its keys again.
 		ref = bellRef{}
-		l.ears.mu.Lock()
+		e.mu.Lock()
 		s.last = bellRef{-1, -1}
-		l.ears.mu.Unlock()
-		signal(l.ears.rung)
+		e.mu.Unlock()
+		wait.Signal(e.rung)
 	}
 }
 
-// waitBell blocks on ref's bell for up to bellWait, on *conn (taken from
+// waitBell blocks on ref's bell for up to Wait, on *conn (taken from
 // the pool first if nil).
-func (l *Locker) waitBell(conn **sql.Conn, ref bellRef) (bool, error) {
+func (e *Ears) waitBell(conn **sql.Conn, ref bellRef) (bool, error) {
 	if *conn == nil {
-		ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
-		c, err := keepConn(ctx, l.db)
+		ctx, cancel := context.WithTimeout(e.h.Ctx, opTimeout)
+		c, err := keepConn(ctx, e.h.DB)
 		cancel()
 		if err != nil {
 			return false, err
 		}
 		*conn = c
 	}
-	return l.ears.d.WaitBell(l.ctx, *conn, ref.id, ref.i, bellWait)
+	return e.d.WaitBell(e.h.Ctx, *conn, ref.id, ref.i, Wait)
 }

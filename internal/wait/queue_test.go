@@ -1,11 +1,15 @@
-package dblock
+package wait
 
 import "testing"
 
+type cfg struct{}
+
+type testWaiter = Waiter[cfg, *int]
+
 // woken reports whether wt has a wake-up pending, and consumes it.
-func woken(wt *waiter) bool {
+func woken(wt *testWaiter) bool {
 	select {
-	case <-wt.wake:
+	case <-wt.Wake:
 		return true
 	default:
 		return false
@@ -18,20 +22,20 @@ func woken(wt *waiter) bool {
 // yet it must hear of the grant and read it: the head, finding the key held,
 // would otherwise wait for the granted lease to run out.
 func TestGrantToNonHead(t *testing.T) {
-	w := waitQueues{tagOf: func(key string) string { return "tag-" + key }}
+	w := New[cfg, *int](func(key string) string { return "tag-" + key }, nil)
 	const key = "k"
-	older := w.joinOrdered(key, lockConfig{}, 10, "older")
-	younger := w.joinOrdered(key, lockConfig{}, 12, "younger")
+	older := w.JoinOrdered(key, cfg{}, 10, "older")
+	younger := w.JoinOrdered(key, cfg{}, 12, "younger")
 	woken(older)
 	woken(younger)
 
 	// An event naming the younger ticket.
-	w.grantEvent("tag-"+key, 12)
-	if !woken(younger) || !w.mayAsk(key, younger) || !w.beginTry(key, younger) {
+	w.GrantEvent("tag-"+key, 12)
+	if !woken(younger) || !w.MayAsk(key, younger) || !w.BeginTry(key, younger) {
 		t.Fatal("the waiter granted the key was not let read the grant")
 	}
-	w.endTry(younger)
-	if w.mayAsk(key, younger) {
+	w.EndTry(younger)
+	if w.MayAsk(key, younger) {
 		t.Fatal("the grant's news outlived the read")
 	}
 	if !woken(older) {
@@ -40,33 +44,33 @@ func TestGrantToNonHead(t *testing.T) {
 
 	// A grant by a release of this Locker whose waiter could not be handed
 	// the lock: told, then woken with the head after the release.
-	if !w.told(key, 12) {
+	if !w.Told(key, 12) {
 		t.Fatal("told found nothing to wake for")
 	}
-	w.wakeHead(key)
-	if !woken(younger) || !w.beginTry(key, younger) {
+	w.WakeHead(key)
+	if !woken(younger) || !w.BeginTry(key, younger) {
 		t.Fatal("the told waiter was not woken to read its grant")
 	}
-	w.endTry(younger)
+	w.EndTry(younger)
 
 	// Handed over in-process: the waiter is found wherever it stands.
-	if got := w.reserveTicket(key, 12); got != younger {
+	if got := w.ReserveTicket(key, 12); got != younger {
 		t.Fatalf("reserveTicket found %v, want the younger waiter", got)
 	}
-	w.finish(younger, nil, "")
-	<-younger.grant
+	w.Finish(younger, nil, false, "")
+	<-younger.Grant
 
 	// A grant to a ticket elsewhere, between ours: the head (older) hears
 	// that it was passed over, the younger waiter sleeps on.
-	w.grantEvent("tag-"+key, 11)
+	w.GrantEvent("tag-"+key, 11)
 	if !woken(older) || woken(younger) {
 		t.Fatal("a grant to ticket 11 elsewhere: wrong waiters woken")
 	}
 	// One older than every ticket of ours: no news here.
-	if w.told(key, 9) {
+	if w.Told(key, 9) {
 		t.Fatal("a grant to an older ticket elsewhere was news here")
 	}
-	w.grantEvent("tag-"+key, 9)
+	w.GrantEvent("tag-"+key, 9)
 	if woken(older) || woken(younger) {
 		t.Fatal("a grant to an older ticket elsewhere woke our waiters")
 	}
@@ -79,30 +83,30 @@ func TestGrantToNonHead(t *testing.T) {
 func TestGrantBeforeJoin(t *testing.T) {
 	for _, by := range []string{"event, no queue yet", "event", "release here"} {
 		t.Run(by, func(t *testing.T) {
-			w := waitQueues{tagOf: func(key string) string { return "tag-" + key }}
+			w := New[cfg, *int](func(key string) string { return "tag-" + key }, nil)
 			const key = "k"
-			var older *waiter
+			var older *testWaiter
 			if by != "event, no queue yet" {
-				older = w.joinOrdered(key, lockConfig{}, 10, "older")
+				older = w.JoinOrdered(key, cfg{}, 10, "older")
 				woken(older)
 			}
 			switch by {
 			case "release here":
-				w.told(key, 12)
+				w.Told(key, 12)
 			default:
-				w.grantEvent("tag-"+key, 12)
+				w.GrantEvent("tag-"+key, 12)
 			}
 			if older == nil {
-				older = w.joinOrdered(key, lockConfig{}, 10, "older")
+				older = w.JoinOrdered(key, cfg{}, 10, "older")
 				woken(older)
 			}
-			younger := w.joinOrdered(key, lockConfig{}, 12, "younger")
-			if !woken(younger) || !w.mayAsk(key, younger) || !w.beginTry(key, younger) {
+			younger := w.JoinOrdered(key, cfg{}, 12, "younger")
+			if !woken(younger) || !w.MayAsk(key, younger) || !w.BeginTry(key, younger) {
 				t.Fatal("a waiter granted the key before it queued was not let read the grant")
 			}
-			w.endTry(younger)
-			other := w.joinOrdered(key, lockConfig{}, 14, "other")
-			if woken(other) || w.mayAsk(key, other) {
+			w.EndTry(younger)
+			other := w.JoinOrdered(key, cfg{}, 14, "other")
+			if woken(other) || w.MayAsk(key, other) {
 				t.Fatal("a grant's news reached another waiter")
 			}
 		})

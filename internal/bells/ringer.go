@@ -1,76 +1,29 @@
-package dblock
+package bells
 
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/dblockhq/dblock/internal/dialect"
+	"github.com/dblockhq/dblock/internal/wait"
 )
 
-// Bells are MySQL's release events (dialect.Bells): without them a waiter
-// whose key is held for minutes elsewhere can only poll. A key this Locker
-// has held for bellAfter gets a named lock on the Locker's bell session,
-// which says to waiters which session to listen to; when such keys are
-// released the session rings its bell, and the waiters' Lockers read their
-// keys at once (bellwait.go). Short holds never touch the bell session:
-// contended keys change hands faster than bellAfter, and their waiters
-// poll, as before.
 const (
+	// bellAfter is how long a key is held before it gets a bell.
 	bellAfter = 20 * time.Millisecond
 	// bellBatch bounds the names one statement takes or releases, and
 	// bellMax those one session holds: past it, waiters poll.
 	bellBatch = 128
 	bellMax   = 4096
-	// keptShare bounds the connections that the bell sessions and
-	// listeners of all Lockers on a pool keep: a quarter of its
-	// SetMaxOpenConns (none below 4), so that statements never starve.
-	keptShare = 4
 )
 
-// kept counts, per pool, the connections bell sessions and listeners keep.
-var kept struct {
-	mu sync.Mutex
-	n  map[*sql.DB]int
-}
-
-// keepConn takes a connection from db to keep, if db's share allows it.
-func keepConn(ctx context.Context, db *sql.DB) (*sql.Conn, error) {
-	kept.mu.Lock()
-	if limit := db.Stats().MaxOpenConnections; limit > 0 && kept.n[db] >= limit/keptShare {
-		kept.mu.Unlock()
-		return nil, errPoolShare
-	}
-	if kept.n == nil {
-		kept.n = make(map[*sql.DB]int)
-	}
-	kept.n[db]++
-	kept.mu.Unlock()
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		unkeep(db)
-	}
-	return conn, err
-}
-
-// unkeep ends what keepConn began, once its connection is closed.
-func unkeep(db *sql.DB) {
-	kept.mu.Lock()
-	defer kept.mu.Unlock()
-	if kept.n[db]--; kept.n[db] <= 0 {
-		delete(kept.n, db)
-	}
-}
-
-// errPoolShare: the pool has no connection to spare for bells.
-var errPoolShare = errors.New("dblock: the pool's share of kept connections is taken (bells need SetMaxOpenConns 0 or at least 4 per kept connection)")
-
-// bellRinger is the holder's side of bells.
-type bellRinger struct {
+// Ringer is the holder's side of bells.
+type Ringer struct {
+	h       Host
 	d       dialect.Bells // nil: no bells (not MySQL, or a pool too small)
 	mu      sync.Mutex
 	due     []bellDue           // keys that came to be held, oldest first
@@ -87,20 +40,22 @@ type bellRinger struct {
 // 1) at at. Should the lock end while a re-entry holds the key on, the key
 // is not belled: its waiters poll.
 type bellDue struct {
-	lk *Lock
-	at time.Time
+	key  string
+	life context.Context // the lock's: done once it ended
+	at   time.Time
 }
 
-// newBells returns d's bells, or nil.
-func newBells(d dialect.Dialect) dialect.Bells {
-	b, _ := d.(dialect.Bells)
-	return b
+// NewRinger returns the holder's side of d's bells (nil d: none).
+func NewRinger(d dialect.Bells, h Host) *Ringer {
+	return &Ringer{h: h, d: d, kick: make(chan struct{}, 1)}
 }
 
-// keyHeld notes that lk's key came to be held (its count went from 0 to
-// 1).
-func (l *Locker) keyHeld(lk *Lock) {
-	r := &l.bell
+// Session reports the id of the bell session (0: none).
+func (r *Ringer) Session() int64 { return r.session.Load() }
+
+// KeyHeld notes that key came to be held (its count went from 0 to 1)
+// by a lock whose life ends when it does.
+func (r *Ringer) KeyHeld(key string, life context.Context) {
 	if r.d == nil {
 		return
 	}
@@ -109,18 +64,17 @@ func (l *Locker) keyHeld(lk *Lock) {
 	if r.off {
 		return
 	}
-	r.due = append(r.due, bellDue{lk, time.Now()})
+	r.due = append(r.due, bellDue{key, life, time.Now()})
 	if !r.running {
-		r.running = l.spawn(l.bellLoop)
+		r.running = r.h.Spawn(r.loop)
 	} else if len(r.due) == 1 {
-		signal(r.kick)
+		wait.Signal(r.kick)
 	}
 }
 
-// keyFreed notes that key is free again (its count went back to 0): a
+// KeyFreed notes that key is free again (its count went back to 0): a
 // belled key is released and rung.
-func (l *Locker) keyFreed(key string) {
-	r := &l.bell
+func (r *Ringer) KeyFreed(key string) {
 	if r.d == nil || r.nbelled.Load() == 0 {
 		// None belled: a key marked after this load is checked again
 		// after its statement (bellSession.update).
@@ -132,12 +86,12 @@ func (l *Locker) keyFreed(key string) {
 		delete(r.belled, key)
 		r.nbelled.Store(int64(len(r.belled)))
 		r.free = append(r.free, key)
-		signal(r.kick)
+		wait.Signal(r.kick)
 	}
 }
 
 // forget unmarks keys whose names the session did not take.
-func (r *bellRinger) forget(keys []string) {
+func (r *Ringer) forget(keys []string) {
 	if len(keys) == 0 {
 		return
 	}
@@ -149,10 +103,9 @@ func (r *bellRinger) forget(keys []string) {
 	r.nbelled.Store(int64(len(r.belled)))
 }
 
-// bellWork takes the keys to bell (held for bellAfter, still held) and
+// work takes the keys to bell (held for bellAfter, still held) and
 // those to release, and says when the next key is due.
-func (l *Locker) bellWork(now time.Time) (hold, free []string, next time.Time) {
-	r := &l.bell
+func (r *Ringer) work(now time.Time) (hold, free []string, next time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.belled == nil {
@@ -170,11 +123,11 @@ func (l *Locker) bellWork(now time.Time) (hold, free []string, next time.Time) {
 			break
 		}
 		n++
-		key := d.lk.key
-		if _, ok := r.belled[key]; ok || len(r.belled) >= bellMax || d.lk.ctx.Err() != nil {
+		key := d.key
+		if _, ok := r.belled[key]; ok || len(r.belled) >= bellMax || d.life.Err() != nil {
 			continue
 		}
-		// Marked before the statement: a release meanwhile (its keyFreed
+		// Marked before the statement: a release meanwhile (its KeyFreed
 		// waits for mu) frees the name again.
 		r.belled[key] = struct{}{}
 		hold = append(hold, key)
@@ -189,27 +142,27 @@ func (l *Locker) bellWork(now time.Time) (hold, free []string, next time.Time) {
 	return hold, free, next
 }
 
-// bellLoop keeps the bell session: it takes the names of keys held for
+// loop keeps the bell session: it takes the names of keys held for
 // bellAfter, and releases and rings for keys freed. A failed statement
 // drops the session (the server then frees its names, which wakes its
 // listeners: they poll) and the next key held opens another.
-func (l *Locker) bellLoop() {
-	r := &l.bell
-	s := bellSession{l: l}
+func (r *Ringer) loop() {
+	s := bellSession{r: r}
 	defer s.drop()
-	t := stoppedTimer()
+	t := time.NewTimer(time.Hour)
+	t.Stop()
 	defer t.Stop()
 	for {
-		hold, free, next := l.bellWork(time.Now())
+		hold, free, next := r.work(time.Now())
 		if len(hold) > 0 || len(free) > 0 {
 			if err := s.update(hold, free); errors.Is(err, dialect.ErrNoNotify) {
-				l.log.Debug("dblock: no bells on this server; waiters poll", "err", err)
+				r.h.Log.Debug("dblock: no bells on this server; waiters poll", "err", err)
 				r.mu.Lock()
 				r.off, r.due, r.free, r.belled = true, nil, nil, nil
 				r.nbelled.Store(0)
 				r.mu.Unlock()
 			} else if err != nil {
-				l.log.Debug("dblock: the bell session failed; waiters poll until the next one", "err", err)
+				r.h.Log.Debug("dblock: the bell session failed; waiters poll until the next one", "err", err)
 				s.drop()
 				r.mu.Lock()
 				clear(r.belled)
@@ -225,7 +178,7 @@ func (l *Locker) bellLoop() {
 		case <-r.kick:
 			t.Stop()
 		case <-t.C:
-		case <-l.closing:
+		case <-r.h.Ctx.Done():
 			return
 		}
 	}
@@ -233,7 +186,7 @@ func (l *Locker) bellLoop() {
 
 // bellSession is the bell loop's session.
 type bellSession struct {
-	l    *Locker
+	r    *Ringer
 	conn *sql.Conn
 	id   int64
 	cur  int // the bell it holds
@@ -243,20 +196,20 @@ type bellSession struct {
 // any was freed; it opens the session first when it has none (freeing
 // names then is moot: a new session holds none).
 func (s *bellSession) update(hold, free []string) error {
-	l := s.l
+	r := s.r
 	if s.conn == nil {
 		if len(hold) == 0 {
 			return nil
 		}
 		if err := s.open(); err != nil {
-			l.bell.forget(hold)
+			r.forget(hold)
 			return err
 		}
 		free = nil
 	}
-	ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
+	ctx, cancel := context.WithTimeout(r.h.Ctx, opTimeout)
 	defer cancel()
-	held, cur, err := l.bell.d.UpdateBells(ctx, s.conn, s.id, hold, free, len(free) > 0, s.cur)
+	held, cur, err := r.d.UpdateBells(ctx, s.conn, s.id, hold, free, len(free) > 0, s.cur)
 	if err != nil {
 		return err
 	}
@@ -267,12 +220,12 @@ func (s *bellSession) update(hold, free []string) error {
 			taken = append(taken, k)
 		}
 	}
-	l.bell.forget(taken)
+	r.forget(taken)
 	// A key freed just before it was marked (its lock's context is
 	// cancelled after the count drops) is freed now.
 	for _, k := range hold {
-		if l.heldCount(k) == 0 {
-			l.keyFreed(k)
+		if !r.h.Held(k) {
+			r.KeyFreed(k)
 		}
 	}
 	return nil
@@ -280,19 +233,19 @@ func (s *bellSession) update(hold, free []string) error {
 
 // open takes a connection from the pool for the session.
 func (s *bellSession) open() error {
-	l := s.l
-	ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
+	r := s.r
+	ctx, cancel := context.WithTimeout(r.h.Ctx, opTimeout)
 	defer cancel()
-	conn, err := keepConn(ctx, l.db)
+	conn, err := keepConn(ctx, r.h.DB)
 	if err != nil {
 		return err
 	}
 	s.conn, s.cur = conn, 0
-	if s.id, err = l.bell.d.OpenBell(ctx, conn); err != nil {
+	if s.id, err = r.d.OpenBell(ctx, conn); err != nil {
 		s.drop()
 		return err
 	}
-	l.bell.session.Store(s.id)
+	r.session.Store(s.id)
 	return nil
 }
 
@@ -301,14 +254,8 @@ func (s *bellSession) open() error {
 func (s *bellSession) drop() {
 	if s.conn != nil {
 		discard(s.conn)
-		unkeep(s.l.db)
+		unkeep(s.r.h.DB)
 		s.conn = nil
-		s.l.bell.session.Store(0)
+		s.r.session.Store(0)
 	}
-}
-
-// discard closes conn's connection instead of returning it to the pool.
-func discard(conn *sql.Conn) {
-	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-	_ = conn.Close()
 }
