@@ -127,13 +127,13 @@ func (l *Locker) lock(ctx context.Context, key string, lc lockConfig) (*Lock, er
 	poll := l.clock.NewTimer()
 	defer poll.Stop()
 	var wantAgain time.Time // when to tell holders again that we wait
-	idle := coldWaiter{l: l, key: key}
-	defer idle.leave()
+	idle := l.idle.Waiter(key)
+	defer idle.Leave()
 	for {
 		polled := false
 		select {
 		case <-w.Wake:
-			idle.woke()
+			idle.Woke()
 		case <-poll.C:
 			polled = true
 		case lk := <-w.Grant:
@@ -160,7 +160,7 @@ func (l *Locker) lock(ctx context.Context, key string, lc lockConfig) (*Lock, er
 			if polled {
 				var token int64
 				if held, token = l.heldElsewhere(ctx, key, w.Cfg.owner); held {
-					idle.saw(token)
+					idle.Saw(token)
 				}
 			}
 			if !held {
@@ -187,7 +187,7 @@ func (l *Locker) lock(ctx context.Context, key string, lc lockConfig) (*Lock, er
 		}
 		// Held elsewhere, or by us (our release hands the key over, or
 		// wakes us), or being handed to us: wait, polling as a fallback.
-		poll.Reset(idle.delay(b, w.Cfg.ttl))
+		poll.Reset(l.coldDelay(&idle, key, b, w.Cfg.ttl))
 	}
 }
 

@@ -50,7 +50,7 @@ type Locker struct {
 	id     string           // names this Locker in notifications
 	ev     *notify.Listener // the listener (PostgreSQL)
 	fair   fair.Marks       // keys other Lockers want, or hold; blind runs
-	idle   idlePoll         // keys whose waiters went cold (idlepoll.go)
+	idle   *wait.Idle       // keys whose waiters went cold
 	shared broadcast        // a shared key's row was released here (rwlock.go)
 	bell   *bells.Ringer    // MySQL's release events, holder's side
 	ears   *bells.Ears      // and waiter's side
@@ -110,6 +110,7 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 		notify.Sink{Connected: func() { l.waits.WakeAll() }, Event: l.onEvent})
 	l.bell = bells.NewRinger(bells.Of(d), host)
 	l.ears = bells.NewEars(bells.Of(d), host)
+	l.idle = wait.NewIdle(l.ctx, l.spawn, l.log, (*idleHost)(l), l.ears, c.retryMax)
 	l.wg.Add(1)
 	go l.heartbeatLoop()
 	return l, nil

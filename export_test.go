@@ -156,22 +156,14 @@ func SlowRenewals(l *Locker, d time.Duration) {
 
 // ColdWaiters reports how many of l's waiters the idle poller watches.
 // Test hook.
-func ColdWaiters(l *Locker) int {
-	l.idle.mu.Lock()
-	defer l.idle.mu.Unlock()
-	n := 0
-	for _, c := range l.idle.keys {
-		n += c
-	}
-	return n
-}
+func ColdWaiters(l *Locker) int { return l.idle.Cold() }
 
 // HookIdleRead runs hook before each of l's idle poller's reads of the
 // rows, on the read's context. Test hook.
-func HookIdleRead(l *Locker, hook func(ctx context.Context)) { l.idle.hookRead.Store(&hook) }
+func HookIdleRead(l *Locker, hook func(ctx context.Context)) { l.idle.HookRead(hook) }
 
 // IdleRounds reports how many rounds l's idle poller has run. Test hook.
-func IdleRounds(l *Locker) int64 { return l.idle.rounds.Load() }
+func IdleRounds(l *Locker) int64 { return l.idle.Rounds() }
 
 // CountAll makes l count every statement it sends through its statement
 // cache. Test hook.

@@ -257,13 +257,13 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 	var wantAgain time.Time
 	near := false // at most one live ticket ahead, at the last look
 	var far queueDistance
-	idle := coldWaiter{l: l, key: key} // the head, for a key held for long
-	defer idle.leave()
+	idle := l.idle.Waiter(key) // the head, for a key held for long
+	defer idle.Leave()
 	var lastErr error // the last transient error ridden out
 	for {
 		select {
 		case <-w.Wake:
-			idle.woke()
+			idle.Woke()
 		case <-poll.C:
 		case lk := <-w.Grant:
 			if lk != nil {
@@ -300,15 +300,15 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 				// Next in line or the one after (both poll at nearPoll),
 				// the key held: without events, a waiter whose holder
 				// keeps the key goes to the idle poller.
-				idle.saw(st.holder)
+				idle.Saw(st.holder)
 			}
 			if time.Now().After(wantAgain) {
 				l.announceWant(ctx, key)
 				wantAgain = time.Now().Add(fair.WantWindow / 2)
 			}
 		}
-		if idle.cold {
-			poll.Reset(idle.delay(b, w.Cfg.ttl))
+		if d, cold := idle.Fallback(w.Cfg.ttl); cold {
+			poll.Reset(d)
 			continue
 		}
 		poll.Reset(l.queuePoll(near, &far, b))

@@ -1,13 +1,17 @@
 package dblock
 
-import "time"
+import (
+	"time"
+
+	"github.com/dblockhq/dblock/internal/wait"
+)
 
 // queueDistance paces a waiter's polls, without release events, by how
 // many live tickets are ahead of its own: about one ticketPoll per ticket
 // while the queue moves, so that it asks again about when its turn may
 // come, not at its backoff's pace (up to retryMax, while turns take a
-// millisecond); a queue that has not moved for coldAfter polls (a key held
-// for long) falls back to the backoff.
+// millisecond); a queue that has not moved for wait.ColdAfter polls (a
+// key held for long) falls back to the backoff.
 type queueDistance struct {
 	ahead int // at the last poll
 	same  int // polls in a row that found it
@@ -22,7 +26,7 @@ func (q *queueDistance) saw(ahead int) {
 }
 
 // moving reports whether the queue moved lately.
-func (q *queueDistance) moving() bool { return q.ahead > 0 && q.same < coldAfter }
+func (q *queueDistance) moving() bool { return q.ahead > 0 && q.same < wait.ColdAfter }
 
 // delay is the next poll's delay: ahead ticketPolls on average.
 func (q *queueDistance) delay() time.Duration {
@@ -43,7 +47,7 @@ const ticketPoll = 600 * time.Microsecond
 // MariaDB grantee then read its grant 0.32 ms after it on average (a
 // millisecond before, when Go's timers rounded the delay up); at 350 µs
 // the turns came no faster (their reads load the server). A key held for
-// long sends its near waiters to the idle poller after coldAfter polls.
+// long sends its near waiters to the idle poller after wait.ColdAfter polls.
 const nearPoll = 500 * time.Microsecond
 
 // queuePoll is the delay before a queued waiter's next poll: without

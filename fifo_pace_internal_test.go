@@ -3,6 +3,8 @@ package dblock
 import (
 	"testing"
 	"time"
+
+	"github.com/dblockhq/dblock/internal/wait"
 )
 
 // Without release events, a FIFO waiter with tickets ahead polls about
@@ -27,11 +29,11 @@ func TestQueueDistance(t *testing.T) {
 			}
 		}
 	}
-	for range coldAfter {
+	for range wait.ColdAfter {
 		q.saw(3)
 	}
 	if q.moving() {
-		t.Errorf("still moving after %d polls found 3 ahead", coldAfter+1)
+		t.Errorf("still moving after %d polls found 3 ahead", wait.ColdAfter+1)
 	}
 	q.saw(2)
 	if !q.moving() {

@@ -27,7 +27,9 @@ type SingletonOption func(*singletonConfig) error
 
 type singletonConfig struct {
 	atMost, atLeast time.Duration
-	onError         func(name string, err error) // OnJobError; nil: none
+	// onError is OnJobError's function (nil: none), through a pointer so
+	// that singletonConfig stays comparable, as it was before OnJobError.
+	onError *func(name string, err error)
 }
 
 // LockAtMostFor bounds how long one run holds the lock (default: the
@@ -73,7 +75,7 @@ func OnJobError(f func(name string, err error)) SingletonOption {
 		if f == nil {
 			return fmt.Errorf("%w: nil OnJobError function", ErrInvalidOption)
 		}
-		c.onError = f
+		c.onError = &f
 		return nil
 	}
 }
@@ -142,7 +144,7 @@ func (s *singleton) configure(opts []SingletonOption) error {
 func (s *singleton) report(log *slog.Logger, level slog.Level, msg string, err error, args ...any) {
 	log.Log(context.Background(), level, msg, append(args, "err", err)...)
 	if s.cfg.onError != nil {
-		s.cfg.onError(s.name, err)
+		(*s.cfg.onError)(s.name, err)
 	}
 }
 

@@ -47,3 +47,11 @@ func Of(d dialect.Dialect) dialect.Bells {
 	b, _ := d.(dialect.Bells)
 	return b
 }
+
+// signal sends on c unless a signal is pending already.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}

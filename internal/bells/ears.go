@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/dblockhq/dblock/internal/dialect"
-	"github.com/dblockhq/dblock/internal/wait"
 )
 
 // Ears is the waiter's side of bells: while every key the idle poller
@@ -214,7 +213,7 @@ func (e *Ears) loop(s *ear) {
 		e.mu.Lock()
 		s.last = bellRef{-1, -1}
 		e.mu.Unlock()
-		wait.Signal(e.rung)
+		signal(e.rung)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/dblockhq/dblock/internal/dialect"
-	"github.com/dblockhq/dblock/internal/wait"
 )
 
 const (
@@ -68,7 +67,7 @@ func (r *Ringer) KeyHeld(key string, life context.Context) {
 	if !r.running {
 		r.running = r.h.Spawn(r.loop)
 	} else if len(r.due) == 1 {
-		wait.Signal(r.kick)
+		signal(r.kick)
 	}
 }
 
@@ -86,7 +85,7 @@ func (r *Ringer) KeyFreed(key string) {
 		delete(r.belled, key)
 		r.nbelled.Store(int64(len(r.belled)))
 		r.free = append(r.free, key)
-		wait.Signal(r.kick)
+		signal(r.kick)
 	}
 }
 
