@@ -1,8 +1,7 @@
 package dblock
 
 import (
-	"errors"
-
+	"github.com/dblockhq/dblock/internal/dberr"
 	"github.com/dblockhq/dblock/internal/dialect"
 )
 
@@ -13,44 +12,44 @@ var (
 	ErrLocked = dialect.ErrLocked
 	// ErrNotHeld means the lock is no longer ours: it was released already, its
 	// lease expired, or another owner took it over.
-	ErrNotHeld = errors.New("dblock: lock not held")
+	ErrNotHeld = dberr.ErrNotHeld
 	// ErrLockLost is the cause given when a held lock ends without Unlock: its
 	// lease could not be renewed in time, or the row was taken or removed.
-	ErrLockLost = errors.New("dblock: lock lost")
+	ErrLockLost = dberr.ErrLockLost
 	// ErrClosed means the Locker was closed.
-	ErrClosed = errors.New("dblock: locker closed")
+	ErrClosed = dberr.ErrClosed
 	// ErrInvalidKey means a key (or an owner memo) was rejected before any SQL
 	// was sent: empty, too long, not valid UTF-8, or containing NUL.
-	ErrInvalidKey = errors.New("dblock: invalid key")
+	ErrInvalidKey = dberr.ErrInvalidKey
 	// ErrInvalidOption means an option was given a value dblock cannot use: a
 	// TTL out of range, a table name that is not a plain identifier, an unknown
 	// dialect, and so on.
-	ErrInvalidOption = errors.New("dblock: invalid option")
+	ErrInvalidOption = dberr.ErrInvalidOption
 	// ErrUnknownDialect means the dialect could not be learned from the driver;
 	// pass WithDialect.
-	ErrUnknownDialect = errors.New("dblock: unknown dialect")
+	ErrUnknownDialect = dberr.ErrUnknownDialect
 	// ErrNoSchema means the lock table does not exist, or lacks a column this
 	// dblock needs: run Migrate (or the dblock migrate command) first.
-	ErrNoSchema = errors.New("dblock: lock table missing or out of date; run Migrate")
+	ErrNoSchema = dberr.ErrNoSchema
 	// ErrSchemaTooNew means the database was migrated by a newer dblock than
 	// this one; Migrate refuses to touch it.
-	ErrSchemaTooNew = errors.New("dblock: database schema is newer than this dblock")
+	ErrSchemaTooNew = dberr.ErrSchemaTooNew
 )
 
 // Causes carried by a Lock's Err (and by the context Do hands its function).
 var (
 	// ErrReleased is a Lock's Err after Unlock (or Locker.Close) released it.
-	ErrReleased = errors.New("dblock: lock released")
+	ErrReleased = dberr.ErrReleased
 	// ErrLeaseExpired is wrapped by ErrLockLost when no renewal succeeded in
 	// time: the database could not be reached, or answered too slowly, before
 	// the local deadline (the lease minus a safety margin) passed.
-	ErrLeaseExpired = errors.New("dblock: lease expired without renewal")
+	ErrLeaseExpired = dberr.ErrLeaseExpired
 	// ErrTakenOver is wrapped by ErrLockLost when a renewal found the row
 	// gone, released, expired on the server or held under another token.
-	ErrTakenOver = errors.New("dblock: lock row taken over or removed")
+	ErrTakenOver = dberr.ErrTakenOver
 	// ErrMaxHold is a Lock's Err after its MaxHold ran out: the lock was
 	// released on purpose, not lost.
-	ErrMaxHold = errors.New("dblock: lock held for its MaxHold; released")
+	ErrMaxHold = dberr.ErrMaxHold
 )
 
 // Errors of locks taken inside a caller's transaction (LockTx, Lock.Check).
