@@ -209,10 +209,13 @@ type figures struct {
 	first time.Duration
 	// Of the holds live at the crash (acquired, Lock returned, before the
 	// crash began; not released, Unlock returned, before it): kept (their
-	// Unlock, called after the old primary was gone, succeeded on the new
-	// primary), lost (it reported ErrNotHeld) or unknown (no answer: Unlock
-	// failed, or the holder was killed). A hold whose Unlock ran while the
-	// old primary was going down counts in none.
+	// Unlock, answered once the old primary was gone, so by the new one,
+	// succeeded), lost (it reported ErrNotHeld) or unknown (no answer
+	// before the next crash: Unlock failed, or the holder was killed). A
+	// hold whose Unlock returned while the old primary was going down
+	// counts in none. (A worker paused while its Unlock was in flight can
+	// return after the old primary was gone with the old one's answer:
+	// these figures are measures, not checks.)
 	kept, lost, unknown int
 	// back counts the acquisitions called after the old primary was gone,
 	// before the next crash, whose token was not above every token of
@@ -264,17 +267,15 @@ func (fo *failovers) figures(i int) (figures, []string) {
 			}
 		}
 		switch {
-		case rel != nil && rel.ret < crashed:
-			// Released before the crash.
-		case rel != nil && rel.call >= dead && rel.call < end:
+		case rel != nil && rel.ret < dead:
+			// Released before the crash, or while the old primary went
+			// down (its answer).
+		case rel != nil && rel.call < end:
 			if rel.ok {
 				fig.kept++
 			} else {
 				fig.lost++
 			}
-		case rel != nil && rel.call < dead:
-			// Unlocked while the old primary went down: which one
-			// answered is unknown.
 		case crashed-a.ret < int64(ttl):
 			// No answer (before the next crash). Holds whose lease had
 			// run out by the crash (a killed holder's, a lost one's) are
@@ -425,7 +426,8 @@ func TestFailoverFigures(t *testing.T) {
 		"h acq n 1 4850 4950",                           // live: lost
 		"h acq p 1 4700 4950",                           // live: no answer
 		"h acq q 1 100 200",                             // its holder killed long before
-		"h acq r 1 4800 4900", "h rel r 1 5050 5150 ok", // released during the crash
+		"h acq r 1 4800 4900", "h rel r 1 5020 5080 ok", // released during the crash
+		"h acq u 1 4800 4900", "h rel u 1 5050 5300 ok", // answered by the new primary: kept
 		"h acq s 1 4900 5050", // returned during the crash: neither before nor after
 		// Read only now: token 6 of k was acquired before 7 (its worker
 		// was paused between its Lock and its report).
@@ -438,7 +440,7 @@ func TestFailoverFigures(t *testing.T) {
 		"h acq k 8 21000 21500",
 	)
 	want := []figures{
-		{first: 600 * time.Millisecond, kept: 1, lost: 1, unknown: 1},
+		{first: 600 * time.Millisecond, kept: 2, lost: 1, unknown: 1},
 		{first: 1500 * time.Millisecond, back: 1},
 	}
 	for i, w := range want {
