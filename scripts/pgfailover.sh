@@ -22,7 +22,10 @@
 # Debian's PostgreSQL 15 binaries (apt-get install postgresql-15 when they
 # are missing) run as the postgres OS user; the data directories live under
 # DBLOCK_FAILOVER_DIR (default: a directory under /tmp). Ports: DBLOCK_FAILOVER_PORTS
-# (default "25432 25433"). Nothing here touches another server.
+# (default "25432 25433"). A wait for a server (to start, stop, promote, or
+# stream to its standby) lasts at most DBLOCK_FAILOVER_WAIT seconds (default
+# 120), then the command fails saying what it waited for. Nothing here
+# touches another server.
 set -euo pipefail
 bin=${DBLOCK_PG_BIN:-/usr/lib/postgresql/15/bin}
 dir=${DBLOCK_FAILOVER_DIR:-/tmp/dblock-failover}
@@ -43,21 +46,58 @@ node_dir() { echo "$dir/n$1"; }
 
 psql_on() { as_pg "$bin/psql" -X -q -h 127.0.0.1 -p "$1" -U postgres -d postgres -v ON_ERROR_STOP=1 -Atc "$2"; }
 
+# wait_limit is how long, in seconds, a step waits for a server to start,
+# stop, promote or stream: long enough for a busy machine.
+wait_limit=${DBLOCK_FAILOVER_WAIT:-120}
+
 start_node() { # port
-  as_pg "$bin/pg_ctl" -D "$(node_dir "$1")" -l "$dir/n$1.log" -w -t 60 \
+  as_pg "$bin/pg_ctl" -D "$(node_dir "$1")" -l "$dir/n$1.log" -w -t "$wait_limit" \
     -o "-c port=$1 -c listen_addresses=127.0.0.1 -c unix_socket_directories=$dir" start >/dev/null
 }
 
 primary_port() { cat "$dir/primary"; }
 other_port() { if [ "$(primary_port)" = "$port_a" ]; then echo "$port_b"; else echo "$port_a"; fi; }
 
+# standby_state from lsn: the standby's sync_state on the primary from,
+# when it streams and, if lsn is given, has flushed up to it; empty otherwise.
+standby_state() {
+  local cond="state = 'streaming'"
+  [ -z "${2:-}" ] || cond="$cond AND flush_lsn >= '$2'"
+  psql_on "$1" "SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby' AND $cond" 2>/dev/null || true
+}
+
+# await_standby from want [lsn]: polls until standby_state says want, for
+# at most wait_limit seconds.
+await_standby() {
+  local deadline=$((SECONDS + wait_limit))
+  until [ "$(standby_state "$1" "${3:-}")" = "$2" ]; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      echo "pgfailover: the standby of $1 does not stream ($2${3:+, flushed to $3}) after ${wait_limit}s; pg_stat_replication:" >&2
+      psql_on "$1" "SELECT application_name, state, sync_state, sent_lsn, flush_lsn FROM pg_stat_replication" >&2 || true
+      return 1
+    fi
+    sleep 0.1
+  done
+}
+
 # make_standby port: a standby on port copied from the primary.
 make_standby() {
-  local p=$1 from
+  local p=$1 from try
   from=$(primary_port)
-  rm -rf "$(node_dir "$p")"
-  as_pg "$bin/pg_basebackup" -h 127.0.0.1 -p "$from" -U postgres -D "$(node_dir "$p")" -X stream -c fast -R \
-    -d "host=127.0.0.1 port=$from user=postgres application_name=standby"
+  # A copy that failed (a connection lost on a busy machine) is made again
+  # from scratch: nothing of it is running yet.
+  for try in 1 2 3; do
+    rm -rf "$(node_dir "$p")"
+    if as_pg "$bin/pg_basebackup" -h 127.0.0.1 -p "$from" -U postgres -D "$(node_dir "$p")" -X stream -c fast -R \
+      -d "host=127.0.0.1 port=$from user=postgres application_name=standby"; then
+      break
+    fi
+    if [ "$try" = 3 ]; then
+      echo "pgfailover: pg_basebackup from $from failed 3 times" >&2
+      return 1
+    fi
+    echo "pgfailover: pg_basebackup from $from failed; again" >&2
+  done
   start_node "$p"
   if [ "$(cat "$dir/mode")" = sync ]; then
     psql_on "$from" "ALTER SYSTEM SET synchronous_standby_names = 'standby'" >/dev/null
@@ -68,24 +108,12 @@ make_standby() {
   # Wait until the standby streams (and, in sync mode, is synchronous).
   local want=async
   [ "$(cat "$dir/mode")" = sync ] && want=sync
-  for _ in $(seq 300); do
-    if [ "$(psql_on "$from" "SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby' AND state = 'streaming'")" = "$want" ]; then
-      break
-    fi
-    sleep 0.1
-  done
+  await_standby "$from" "$want"
   # Then until it has flushed what the primary had written by now: the
   # commits acknowledged before it was synchronous too.
   local lsn
   lsn=$(psql_on "$from" "SELECT pg_current_wal_lsn()")
-  for _ in $(seq 300); do
-    if [ "$(psql_on "$from" "SELECT flush_lsn >= '$lsn' FROM pg_stat_replication WHERE application_name = 'standby' AND sync_state = '$want'")" = t ]; then
-      return
-    fi
-    sleep 0.1
-  done
-  echo "pgfailover: the standby on $p does not stream ($want)" >&2
-  return 1
+  await_standby "$from" "$want" "$lsn"
 }
 
 cmd=${1:-}
@@ -116,7 +144,16 @@ CONF
   echo "pgfailover: $mode primary on $port_a, standby on $port_b"
   ;;
 crash)
-  as_pg "$bin/pg_ctl" -D "$(node_dir "$(primary_port)")" -m immediate -w stop >/dev/null
+  d=$(node_dir "$(primary_port)")
+  if ! as_pg "$bin/pg_ctl" -D "$d" -m immediate -w -t "$wait_limit" stop >/dev/null; then
+    # Stopped all the same? (pg_ctl status: 3 when no server runs.)
+    rc=0
+    as_pg "$bin/pg_ctl" -D "$d" status >/dev/null 2>&1 || rc=$?
+    if [ "$rc" != 3 ]; then
+      echo "pgfailover: the primary on $(primary_port) did not stop" >&2
+      exit 1
+    fi
+  fi
   ;;
 promote)
   p=$(other_port)
@@ -126,7 +163,7 @@ promote)
     psql_on "$p" "ALTER SYSTEM SET default_transaction_read_only = on" >/dev/null
     psql_on "$p" "SELECT pg_reload_conf()" >/dev/null
   fi
-  as_pg "$bin/pg_ctl" -D "$(node_dir "$p")" -w -t 60 promote >/dev/null
+  as_pg "$bin/pg_ctl" -D "$(node_dir "$p")" -w -t "$wait_limit" promote >/dev/null
   echo "$p" >"$dir/primary"
   # It has no standby yet: it must not wait for one.
   psql_on "$p" "ALTER SYSTEM RESET synchronous_standby_names" >/dev/null

@@ -3,6 +3,7 @@ package faultsuite
 import (
 	"database/sql"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,10 +53,11 @@ const (
 // check must hold.
 //
 // Each failover's figures are logged: the time from the crash to the first
-// acquisition on the new primary (takeover), and, of the holds live once the
-// old primary was gone, how many were kept (their Unlock succeeded, on the
-// new primary), lost (Unlock reported ErrNotHeld) or left unknown (Unlock
-// failed, or the holder was killed).
+// acquisition on the new primary (takeover), and, of the holds live at the
+// crash, how many were kept (their Unlock succeeded, on the new primary),
+// lost (Unlock reported ErrNotHeld) or left unknown (Unlock failed, or the
+// holder was killed). They go by the workers' own times of their calls
+// (see failovers).
 //
 //	DBLOCK_FAILOVER=all go test -race -count=1 -v -run TestFailover ./internal/faultsuite/
 func TestFailover(t *testing.T) {
@@ -144,104 +146,148 @@ type failover struct {
 	promoted time.Time // the promote command returned
 }
 
-// timed is a worker's report of an acquisition ("acq") or of an Unlock's
-// answer ("ok" or "nh"), stamped when the parent read it.
-type timed struct {
-	what string
-	k    ivKey
-	at   time.Time
+// opTimes is one operation of a worker's history ("h acq" or "h rel"):
+// its key and token, and when the worker called it and when it returned
+// (wall clock, nanoseconds: every process runs on this machine).
+type opTimes struct {
+	k         ivKey
+	call, ret int64
+	who       string // the worker process
 }
 
-// failovers are a run's failovers and the reports their figures come
-// from: figures are computed from the reports' times, not from the order
-// the parent's loop handled them in (a poll can hold the loop up while the
-// old primary is gone).
+// release is an Unlock that answered: ok (it succeeded) or not (ErrNotHeld).
+type release struct {
+	opTimes
+	ok bool
+}
+
+// failovers are a run's failovers and the workers' operations their
+// figures come from. The figures go by the times the workers took around
+// each call, not by when the parent read the reports: a report can reach
+// the parent seconds late (a worker SIGSTOPped between its call and its
+// report, a busy machine), so an acquisition made on the old primary may
+// be read after it was gone.
 type failovers struct {
-	list    []*failover
-	reports []timed
+	list []*failover
+	acqs []opTimes
+	rels map[ivKey][]release // in the order reported, which is each holder's
 }
 
-// see keeps the reports the figures need.
+// see keeps the operations the figures need.
 func (fo *failovers) see(ev event) {
 	f := strings.Fields(ev.line)
+	if len(f) < 6 || f[0] != "h" {
+		return
+	}
+	tok, err1 := strconv.ParseInt(f[3], 10, 64)
+	call, err2 := strconv.ParseInt(f[4], 10, 64)
+	ret, err3 := strconv.ParseInt(f[5], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return // the history reports it malformed
+	}
+	op := opTimes{k: ivKey{f[2], tok}, call: call, ret: ret}
+	if ev.p != nil {
+		op.who = ev.p.name
+	}
 	switch {
-	case len(f) >= 3 && f[0] == "acq":
-		if tok, err := strconv.ParseInt(f[2], 10, 64); err == nil {
-			fo.reports = append(fo.reports, timed{"acq", ivKey{f[1], tok}, ev.at})
+	case f[1] == "acq":
+		fo.acqs = append(fo.acqs, op)
+	case f[1] == "rel" && len(f) >= 7:
+		if fo.rels == nil {
+			fo.rels = map[ivKey][]release{}
 		}
-	case len(f) >= 7 && f[0] == "h" && f[1] == "rel":
-		if tok, err := strconv.ParseInt(f[3], 10, 64); err == nil {
-			fo.reports = append(fo.reports, timed{f[6], ivKey{f[2], tok}, ev.at})
-		}
+		fo.rels[op.k] = append(fo.rels[op.k], release{op, f[6] == "ok"})
 	}
 }
 
 // figures are one failover's measures.
 type figures struct {
-	// first is the time from the crash to the first acquisition reported
-	// after the old primary was gone (on the new one), -1 if none was.
+	// first is the time from the crash to the earliest return of an
+	// acquisition on the new primary: one called after the old primary
+	// was gone, or one that returned after the promotion; -1 if none did
+	// before the next crash.
 	first time.Duration
-	// Of the holds acquired and not released when the old primary was
-	// gone: kept (their Unlock then succeeded, on the new primary), lost
-	// (ErrNotHeld) or unknown (Unlock failed, or the holder was killed).
+	// Of the holds live at the crash (acquired, Lock returned, before the
+	// crash began; not released, Unlock returned, before it): kept (their
+	// Unlock, answered once the old primary was gone, so by the new one,
+	// succeeded), lost (it reported ErrNotHeld) or unknown (no answer
+	// before the next crash: Unlock failed, or the holder was killed). A
+	// hold whose Unlock returned while the old primary was going down
+	// counts in none. (A worker paused while its Unlock was in flight can
+	// return after the old primary was gone with the old one's answer:
+	// these figures are measures, not checks.)
 	kept, lost, unknown int
-	// back counts the acquisitions after the old primary was gone, before
-	// the next crash, whose token was not above every token of their key
-	// acquired before: the new primary handed out a token again.
+	// back counts the acquisitions called after the old primary was gone,
+	// before the next crash, whose token was not above every token of
+	// their key acquired (Lock returned) before the crash began: the new
+	// primary handed out a token again.
 	back int
 }
 
-// figures measures failover i.
-func (fo *failovers) figures(i int) figures {
+// figures measures failover i; it also describes the acquisitions counted
+// in back.
+func (fo *failovers) figures(i int) (figures, []string) {
 	f := fo.list[i]
-	end := time.Now()
+	crashed, dead, promoted := f.crashed.UnixNano(), f.dead.UnixNano(), f.promoted.UnixNano()
+	end := int64(math.MaxInt64)
 	if i+1 < len(fo.list) {
-		end = fo.list[i+1].crashed
+		end = fo.list[i+1].crashed.UnixNano()
 	}
-	fig := figures{first: -1}
 	before := map[string]int64{}
-	live := map[ivKey]bool{}
-	for _, r := range fo.reports {
-		switch {
-		case r.at.Before(f.dead):
-			if r.what == "acq" {
-				before[r.k.key] = max(before[r.k.key], r.k.tok)
-				live[r.k] = true
-			} else {
-				delete(live, r.k)
-			}
-		case r.at.Before(end):
-			if r.what == "acq" {
-				if fig.first < 0 {
-					fig.first = r.at.Sub(f.crashed)
-				}
-				if r.k.tok <= before[r.k.key] {
-					fig.back++
-				}
-				continue
-			}
-			if live[r.k] {
-				delete(live, r.k)
-				if r.what == "ok" {
-					fig.kept++
-				} else {
-					fig.lost++
-				}
-			}
+	for _, a := range fo.acqs {
+		if a.ret < crashed {
+			before[a.k.key] = max(before[a.k.key], a.k.tok)
 		}
 	}
-	// Holds never released with an answer whose lease had run out by
-	// the crash (a killed holder's, a lost one's) are none of this
-	// failover's: count only those acquired within a lease of it.
-	for k := range live {
-		for _, r := range fo.reports {
-			if r.what == "acq" && r.k == k && f.crashed.Sub(r.at) < ttl {
-				fig.unknown++
+	fig := figures{first: -1}
+	var backs []string
+	first := int64(-1)
+	for _, a := range fo.acqs {
+		if a.call >= end {
+			continue
+		}
+		if a.call >= dead && a.k.tok <= before[a.k.key] {
+			fig.back++
+			backs = append(backs, fmt.Sprintf("%s token %d (%s), Lock called %v and returned %v after the crash (the old primary was gone at %v), not above token %d of the key before the crash",
+				a.k.key, a.k.tok, a.who, time.Duration(a.call-crashed), time.Duration(a.ret-crashed), f.dead.Sub(f.crashed), before[a.k.key]))
+		}
+		if (a.call >= dead || a.ret >= promoted) && (first < 0 || a.ret < first) {
+			first = a.ret
+		}
+		if a.ret >= crashed {
+			continue
+		}
+		// Live at the crash? Its Unlock is the first reported after it
+		// returned (a token can come again in the asynchronous mode).
+		var rel *release
+		for j, r := range fo.rels[a.k] {
+			if r.call >= a.ret {
+				rel = &fo.rels[a.k][j]
 				break
 			}
 		}
+		switch {
+		case rel != nil && rel.ret < dead:
+			// Released before the crash, or while the old primary went
+			// down (its answer).
+		case rel != nil && rel.call < end:
+			if rel.ok {
+				fig.kept++
+			} else {
+				fig.lost++
+			}
+		case crashed-a.ret < int64(ttl):
+			// No answer (before the next crash). Holds whose lease had
+			// run out by the crash (a killed holder's, a lost one's) are
+			// none of this failover's: count only those acquired within a
+			// lease of it.
+			fig.unknown++
+		}
 	}
-	return fig
+	if first >= 0 {
+		fig.first = time.Duration(first - crashed)
+	}
+	return fig, backs
 }
 
 // step is a finished command of the pair, or its error.
@@ -323,7 +369,10 @@ func (fo *failovers) report(t *testing.T, mode string, r *run) {
 	var firsts []time.Duration
 	var sum figures
 	for i, f := range fo.list {
-		fig := fo.figures(i)
+		fig, backs := fo.figures(i)
+		for _, b := range backs {
+			t.Logf("%s failover %d: %s", mode, i+1, b)
+		}
 		t.Logf("%s failover %d: promoted %v after the crash; first acquisition %v after the crash; holds live at the crash: kept=%d lost=%d unknown=%d; acquisitions with a token not above their key's before the crash: %d",
 			mode, i+1, f.promoted.Sub(f.crashed).Round(time.Millisecond), fig.first.Round(time.Millisecond), fig.kept, fig.lost, fig.unknown, fig.back)
 		if fig.first >= 0 {
@@ -343,5 +392,60 @@ func (fo *failovers) report(t *testing.T, mode string, r *run) {
 	}
 	if len(firsts) < len(fo.list) {
 		t.Errorf("%d of %d failovers saw no acquisition after the promotion", len(fo.list)-len(firsts), len(fo.list))
+	}
+}
+
+// The figures go by when the workers called and returned, not by when
+// their reports were read: an acquisition made before the crash whose
+// report comes after the old primary is gone (its worker was paused) is
+// not taken for one on the new primary, and one on the new primary with a
+// token not above its key's before the crash is counted.
+func TestFailoverFigures(t *testing.T) {
+	ms := func(n int64) time.Time { return time.Unix(0, n*int64(time.Millisecond)) }
+	fo := &failovers{list: []*failover{
+		{crashed: ms(5000), dead: ms(5100), promoted: ms(5400)},
+		{crashed: ms(20000), dead: ms(20100), promoted: ms(20400)},
+	}}
+	read := func(lines ...string) {
+		for _, l := range lines {
+			f := strings.Fields(l)
+			for i := 4; i < len(f) && i < 6; i++ { // times in ms here
+				n, err := strconv.ParseInt(f[i], 10, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f[i] = strconv.FormatInt(n*int64(time.Millisecond), 10)
+			}
+			fo.see(event{line: strings.Join(f, " ")})
+		}
+	}
+	read(
+		"h acq k 5 4000 4100", "h rel k 5 4150 4200 ok",
+		"h acq k 7 4400 4500", "h rel k 7 4600 4700 ok",
+		"h acq m 1 4800 4900",                           // live at the crash: kept
+		"h acq n 1 4850 4950",                           // live: lost
+		"h acq p 1 4700 4950",                           // live: no answer
+		"h acq q 1 100 200",                             // its holder killed long before
+		"h acq r 1 4800 4900", "h rel r 1 5020 5080 ok", // released during the crash
+		"h acq u 1 4800 4900", "h rel u 1 5050 5300 ok", // answered by the new primary: kept
+		"h acq s 1 4900 5050", // returned during the crash: neither before nor after
+		// Read only now: token 6 of k was acquired before 7 (its worker
+		// was paused between its Lock and its report).
+		"h acq k 6 4150 4250", "h rel k 6 4900 4950 nh",
+		"h rel m 1 6000 6100 ok", "h rel n 1 6000 6100 nh",
+		"h acq k 8 5050 5600", // waited through the crash, returned after the promotion
+		"h acq j 3 5300 5700", // called after the old primary was gone
+		// The second failover: the new primary gives token 8 of k again.
+		"h acq k 9 19000 19100", "h rel k 9 19200 19300 ok",
+		"h acq k 8 21000 21500",
+	)
+	want := []figures{
+		{first: 600 * time.Millisecond, kept: 2, lost: 1, unknown: 1},
+		{first: 1500 * time.Millisecond, back: 1},
+	}
+	for i, w := range want {
+		if got, _ := fo.figures(i); got != w {
+			t.Errorf("failover %d: %+v, want %+v", i+1, got, w)
+		}
 	}
 }
