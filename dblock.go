@@ -14,6 +14,7 @@ import (
 	"github.com/dblockhq/dblock/internal/clock"
 	"github.com/dblockhq/dblock/internal/dberr"
 	"github.com/dblockhq/dblock/internal/dialect"
+	"github.com/dblockhq/dblock/internal/lease"
 	"github.com/dblockhq/dblock/internal/loglimit"
 )
 
@@ -30,7 +31,7 @@ type Locker struct {
 
 	q        dialect.Querier // l.db through prepared statements
 	stmts    *dialect.StmtCache
-	bounds   releaseBounds // of Unlock's statements
+	bounds   lease.Bounds // of Unlock's statements
 	waits    waitQueues
 	mu       sync.Mutex
 	held     map[*Lock]struct{}

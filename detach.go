@@ -102,7 +102,7 @@ func (l *Locker) acquireDetached(ctx context.Context, key string, lc lockConfig)
 		}
 		a.mu.Unlock()
 		if ok {
-			l.undoAcquire(l.bounds.within(ctx), key, lc.owner, token)
+			l.undoAcquire(l.bounds.Within(ctx), key, lc.owner, token)
 		}
 	})
 	if !started {

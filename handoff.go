@@ -78,7 +78,7 @@ func (k *Lock) handOff(ctx context.Context) (done, uncertain bool, err error) {
 		return false, false, nil // the head is trying on its own
 	}
 	start := time.Now()
-	ctx = l.bounds.within(ctx)
+	ctx = l.bounds.Within(ctx)
 	var token int64
 	ok, uncertain, err := l.retryRelease(ctx, func() (ok bool, err error) {
 		token, ok, err = l.d.Handoff(ctx, l.q, k.key, k.owner, k.token, w.lc.owner, w.lc.ttl, w.lc.value())

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dblockhq/dblock/internal/dialect"
+	"github.com/dblockhq/dblock/internal/lease"
 )
 
 // Lock is one acquisition of a key. Its methods are safe for concurrent use.
@@ -52,7 +53,7 @@ type Lock struct {
 }
 
 // releaseTimeout bounds an Unlock that runs after the caller's context ended.
-const releaseTimeout = 5 * time.Second
+const releaseTimeout = lease.ReleaseTimeout
 
 func (l *Locker) newLock(key string, lc lockConfig, token int64, start time.Time) *Lock {
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -230,7 +231,7 @@ func (k *Lock) releaseOnce(ctx context.Context, cause error) error {
 		}
 		uncertain = unsure
 	}
-	wake, err := k.releaseRow(l.bounds.within(ctx), uncertain)
+	wake, err := k.releaseRow(l.bounds.Within(ctx), uncertain)
 	l.unpin(k.key, wake)
 	return err
 }
@@ -249,7 +250,7 @@ func (k *Lock) end(cause error) bool {
 }
 
 // releaseRow takes one level off the lock's row within ctx, a bound of the
-// release's own (releaseBounds.within, or Close's deadline); uncertain says
+// release's own (lease.Bounds.Within, or Close's deadline); uncertain says
 // that a handover whose connection failed came first, and may have ended
 // the acquisition. wake says
 // whether our first waiter for the key should now be woken: not when the

@@ -214,7 +214,7 @@ func (k *Lock) linger(ctx context.Context, atLeast time.Duration) error {
 		}
 		return nil
 	}
-	wake, err := k.releaseRow(k.l.bounds.within(ctx), false)
+	wake, err := k.releaseRow(k.l.bounds.Within(ctx), false)
 	if wake {
 		k.l.waits.wakeHead(k.key)
 	}
