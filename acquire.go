@@ -150,7 +150,7 @@ func (l *Locker) lock(ctx context.Context, key string, lc lockConfig) (*Lock, er
 		if l.yielding(key, poll) {
 			continue // we just gave the key up: other Lockers go first
 		}
-		if !l.holds(key) && l.waits.beginTry(key, w) {
+		if !l.leases.Holds(key) && l.waits.beginTry(key, w) {
 			var lk *Lock
 			err := ErrLocked
 			// A poll reads before it writes: a failed write attempt would
@@ -180,7 +180,7 @@ func (l *Locker) lock(ctx context.Context, key string, lc lockConfig) (*Lock, er
 				l.announceWant(ctx, key)
 				wantAgain = time.Now().Add(wantWindow / 2)
 			}
-			if !l.holds(key) {
+			if !l.leases.Holds(key) {
 				l.markForeign(key)
 			}
 		}
@@ -261,7 +261,7 @@ func (l *Locker) try(ctx context.Context, key string, lc lockConfig) (*Lock, err
 		l.startListener() // to hear of waiters before we release
 		l.tookBack(key, token)
 		lk := l.newLock(key, lc, token, start)
-		if !l.register(lk) {
+		if !l.leases.Register(lk) {
 			_ = lk.release(ctx, ErrClosed)
 			return nil, ErrClosed
 		}

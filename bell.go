@@ -271,7 +271,7 @@ func (s *bellSession) update(hold, free []string) error {
 	// A key freed just before it was marked (its lock's context is
 	// cancelled after the count drops) is freed now.
 	for _, k := range hold {
-		if l.heldCount(k) == 0 {
+		if l.leases.Count(k) == 0 {
 			l.keyFreed(k)
 		}
 	}

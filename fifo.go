@@ -276,7 +276,7 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 		if !l.waits.mayAsk(key, w) {
 			continue
 		}
-		if !l.holds(key) && l.waits.beginTry(key, w) {
+		if !l.leases.Holds(key) && l.waits.beginTry(key, w) {
 			st, granted, wait, err := l.takeTurn(ctx, key, w.lc, t, memo, take)
 			ahead := st.ahead
 			if err != nil && !wait && l.uncertain(err) {
@@ -375,15 +375,5 @@ func (l *Locker) ownedBy(ctx context.Context, q dialect.Querier, key, owner stri
 
 // holdsAs reports whether this Locker holds key under owner.
 func (l *Locker) holdsAs(key, owner string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.heldKeys[key] == 0 {
-		return false
-	}
-	for lk := range l.held {
-		if lk.key == key && lk.owner == owner {
-			return true
-		}
-	}
-	return false
+	return l.leases.Any(key, func(lk *Lock) bool { return lk.owner == owner })
 }

@@ -66,7 +66,7 @@ func (k *Lock) handOff(ctx context.Context) (done, uncertain bool, err error) {
 	if l.cfg.fifo {
 		return false, false, nil // the local waiter may not be next (WithFIFO)
 	}
-	if !l.waits.waiting(k.key) || l.heldCount(k.key) > 1 || l.isClosed() {
+	if !l.waits.waiting(k.key) || l.leases.Count(k.key) > 1 || l.isClosed() {
 		return false, false, nil // nobody to hand to, or a re-entry still holds it
 	}
 	if lim, blind := l.localRun(k.key); !mayHandOn(k.turns, lim, k.runStart, time.Now()) {
@@ -113,7 +113,7 @@ func (k *Lock) handOff(ctx context.Context) (done, uncertain bool, err error) {
 	if k.turns == 0 {
 		lk.runStart = start // the first local handover starts the run
 	}
-	if !l.register(lk) { // closed meanwhile
+	if !l.leases.Register(lk) { // closed meanwhile
 		l.waits.finish(w, nil, "")
 		lk.end(ErrClosed)
 		_, err := lk.releaseRow(ctx, false)

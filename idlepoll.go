@@ -89,7 +89,7 @@ func (l *Locker) coldKeys() []string {
 	}
 	keys := make([]string, 0, len(p.keys))
 	for k := range p.keys {
-		if l.heldCount(k) == 0 { // our own release wakes our waiter
+		if l.leases.Count(k) == 0 { // our own release wakes our waiter
 			keys = append(keys, k)
 		}
 	}

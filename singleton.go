@@ -194,9 +194,7 @@ func (s *singleton) finish(ctx context.Context, lk *Lock, start time.Time) error
 // one TTL after it was taken, and the heartbeat ends it locally at its
 // deadline (TTL less the safety margin) with ErrLeaseExpired.
 func (k *Lock) stopRenewing() {
-	k.l.mu.Lock()
-	k.nextBeat = k.deadline.Add(k.ttl)
-	k.l.mu.Unlock()
+	k.l.leases.StopRenewing(&k.lease)
 }
 
 // linger ends k locally and leaves its row held until atLeast after it was
