@@ -151,7 +151,7 @@ func (l *Locker) lock(ctx context.Context, key string, lc lockConfig) (*Lock, er
 		if l.yielding(key, poll) {
 			continue // we just gave the key up: other Lockers go first
 		}
-		if !l.holds(key) && l.waits.BeginTry(key, w) {
+		if !l.leases.Holds(key) && l.waits.BeginTry(key, w) {
 			var lk *Lock
 			err := ErrLocked
 			// A poll reads before it writes: a failed write attempt would
@@ -181,7 +181,7 @@ func (l *Locker) lock(ctx context.Context, key string, lc lockConfig) (*Lock, er
 				l.announceWant(ctx, key)
 				wantAgain = time.Now().Add(fair.WantWindow / 2)
 			}
-			if !l.holds(key) {
+			if !l.leases.Holds(key) {
 				l.fair.Foreign(key)
 			}
 		}
@@ -262,7 +262,7 @@ func (l *Locker) try(ctx context.Context, key string, lc lockConfig) (*Lock, err
 		l.ev.Start() // to hear of waiters before we release
 		l.fair.TookBack(key, token)
 		lk := l.newLock(key, lc, token, start)
-		if !l.register(lk) {
+		if !l.leases.Register(lk) {
 			_ = lk.release(ctx, ErrClosed)
 			return nil, ErrClosed
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/dblockhq/dblock/internal/dberr"
 	"github.com/dblockhq/dblock/internal/dialect"
 	"github.com/dblockhq/dblock/internal/fair"
+	"github.com/dblockhq/dblock/internal/lease"
 	"github.com/dblockhq/dblock/internal/loglimit"
 	"github.com/dblockhq/dblock/internal/notify"
 	"github.com/dblockhq/dblock/internal/wait"
@@ -32,20 +33,17 @@ type Locker struct {
 	cfg     config
 	log     *slog.Logger
 
-	q        dialect.Querier // l.db through prepared statements
-	stmts    *dialect.StmtCache
-	bounds   releaseBounds // of Unlock's statements
-	waits    *waitQueues
-	mu       sync.Mutex
-	held     map[*Lock]struct{}
-	heldKeys map[string]int    // keys of held, with their count
-	heldTags map[string]string // notification tag → key, for held keys (notifier only)
-	closed   bool
-	hb       beatState     // the heartbeat loop's pacing
-	closing  chan struct{} // closed by Close
-	ctx      context.Context
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup // the heartbeat loop, the listener, and what spawn runs
+	q       dialect.Querier // l.db through prepared statements
+	stmts   *dialect.StmtCache
+	bounds  lease.Bounds // of Unlock's statements
+	waits   *waitQueues
+	leases  *lease.Registry[*Lock] // held locks and their heartbeat (leases.go)
+	mu      sync.Mutex
+	closed  bool
+	closing chan struct{} // closed by Close
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // the heartbeat loop, the listener, and what spawn runs
 
 	id     string           // names this Locker in notifications
 	ev     *notify.Listener // the listener (PostgreSQL)
@@ -85,18 +83,15 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	}
 	l := &Locker{
 		db: db, d: d, dialect: name, cfg: c, log: loglimit.Warnings(c.logger, c.warnEvery),
-		id:       newOwner()[len(ownerPrefix):][:16],
-		stmts:    dialect.NewStmtCache(db),
-		held:     make(map[*Lock]struct{}),
-		heldKeys: make(map[string]int),
-		closing:  make(chan struct{}),
-		fifo:     newFIFOQueue(d.Queue()),
-		acq:      acquire.New(d, !c.noCombining, releaseTimeout),
+		id:      newOwner()[len(ownerPrefix):][:16],
+		stmts:   dialect.NewStmtCache(db),
+		closing: make(chan struct{}),
+		fifo:    newFIFOQueue(d.Queue()),
+		acq:     acquire.New(d, !c.noCombining, releaseTimeout),
 	}
 	l.q = l.stmts
 	l.obs = c.observer
 	l.doneWaiting = func(acquired, error) { l.waiting.Add(-1) }
-	l.hb.kick = make(chan struct{}, 1)
 	var tagOf func(string) string
 	if n := d.Notifier(); n != nil {
 		tagOf = n.Tag
@@ -105,14 +100,14 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.clock = clock.New(l.ctx, l.spawn, l.log)
 	host := bells.Host{Ctx: l.ctx, DB: db, Q: l.q, Spawn: l.spawn, Log: l.log,
-		Held: func(key string) bool { return l.heldCount(key) > 0 }}
+		Held: func(key string) bool { return l.leases.Count(key) > 0 }}
 	l.ev = notify.New(l.ctx, d.Notifier(), db, l.spawn, l.log,
 		notify.Sink{Connected: func() { l.waits.WakeAll() }, Event: l.onEvent})
 	l.bell = bells.NewRinger(bells.Of(d), host)
 	l.ears = bells.NewEars(bells.Of(d), host)
 	l.idle = wait.NewIdle(l.ctx, l.spawn, l.log, (*idleHost)(l), l.ears, c.retryMax)
-	l.wg.Add(1)
-	go l.heartbeatLoop()
+	l.leases = newLeases(l)
+	l.leases.Start(l.spawn)
 	return l, nil
 }
 
@@ -162,11 +157,8 @@ func (l *Locker) Close() error {
 	l.closeOnce.Do(func() {
 		l.mu.Lock()
 		l.closed = true
-		held := make([]*Lock, 0, len(l.held))
-		for lk := range l.held {
-			held = append(held, lk)
-		}
 		l.mu.Unlock()
+		held := l.leases.Close()
 		l.cancel() // also cuts short a renewal in flight
 		close(l.closing)
 		l.wg.Wait()

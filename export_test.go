@@ -44,7 +44,7 @@ func QueueLen(l *Locker, key string) int { return l.waits.Len(key) }
 
 // Kicks reports how often l's heartbeat loop was woken for a new lock.
 // Test hook.
-func Kicks(l *Locker) int64 { return l.hb.kicks.Load() }
+func Kicks(l *Locker) int64 { return l.leases.Kicks() }
 
 // Notifying reports whether l receives release events. Test hook.
 func Notifying(l *Locker) bool { return l.notifying() }
@@ -137,11 +137,10 @@ func TicketRenewals(l *Locker) int64 { return l.fifo.renewals.Load() }
 func StallHeartbeat(l *Locker) (resume func()) {
 	stall := make(chan struct{})
 	var once sync.Once
-	hook := func() { <-stall }
-	l.hb.hookBeat.Store(&hook)
+	l.leases.HookBeat(func() { <-stall })
 	return func() {
 		once.Do(func() {
-			l.hb.hookBeat.Store(nil)
+			l.leases.HookBeat(nil)
 			close(stall)
 		})
 	}
@@ -150,8 +149,7 @@ func StallHeartbeat(l *Locker) (resume func()) {
 // SlowRenewals delays each of l's renewal statements by d, as a slow
 // database would. Test hook.
 func SlowRenewals(l *Locker, d time.Duration) {
-	hook := func() { time.Sleep(d) }
-	l.hb.hookRenew.Store(&hook)
+	l.leases.HookRenew(func() { time.Sleep(d) })
 }
 
 // ColdWaiters reports how many of l's waiters the idle poller watches.

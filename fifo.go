@@ -277,7 +277,7 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 		if !l.waits.MayAsk(key, w) {
 			continue
 		}
-		if !l.holds(key) && l.waits.BeginTry(key, w) {
+		if !l.leases.Holds(key) && l.waits.BeginTry(key, w) {
 			st, granted, wait, err := l.takeTurn(ctx, key, w.Cfg, t, memo, take)
 			ahead := st.ahead
 			if err != nil && !wait && l.uncertain(err) {
@@ -376,15 +376,5 @@ func (l *Locker) ownedBy(ctx context.Context, q dialect.Querier, key, owner stri
 
 // holdsAs reports whether this Locker holds key under owner.
 func (l *Locker) holdsAs(key, owner string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.heldKeys[key] == 0 {
-		return false
-	}
-	for lk := range l.held {
-		if lk.key == key && lk.owner == owner {
-			return true
-		}
-	}
-	return false
+	return l.leases.Any(key, func(lk *Lock) bool { return lk.owner == owner })
 }

@@ -38,7 +38,7 @@ func (l *Locker) adopt(key string, lc lockConfig, memo string, st queueState) (*
 	lc.owner = memo
 	lk := l.newLock(key, lc, st.granted, st.sent.Add(-st.age))
 	lk.succ = st.succ
-	if !l.register(lk) {
+	if !l.leases.Register(lk) {
 		_ = lk.release(context.Background(), ErrClosed)
 		return nil, ErrClosed
 	}
@@ -99,7 +99,7 @@ func (l *Locker) handGrant(key string, g dialect.Grant, sent time.Time, after in
 	if after != g.Ticket {
 		lk.succ.next = after
 	}
-	if !l.register(lk) { // closed meanwhile
+	if !l.leases.Register(lk) { // closed meanwhile
 		l.waits.Finish(w, nil, false, "")
 		_ = lk.release(context.Background(), ErrClosed)
 		return true

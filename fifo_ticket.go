@@ -40,7 +40,7 @@ func (l *Locker) enqueue(ctx context.Context, key, owner string) (int64, error) 
 	var t int64
 	var err error
 	if werr := f.do(ctx, func() {
-		bound := l.bounds.within(ctx)
+		bound := l.bounds.Within(ctx)
 		if f.sql.Returning {
 			err = dialect.QueryRow(bound, l.q, f.sql.Enqueue, key, memo, ms).Scan(&t)
 		} else {
@@ -50,7 +50,7 @@ func (l *Locker) enqueue(ctx context.Context, key, owner string) (int64, error) 
 			}
 		}
 		if err != nil {
-			if _, derr := l.db.ExecContext(l.bounds.within(ctx), f.sql.Forget, key, memo); derr != nil {
+			if _, derr := l.db.ExecContext(l.bounds.Within(ctx), f.sql.Forget, key, memo); derr != nil {
 				l.log.Warn("dblock: a FIFO ticket may be left to run out with its lease", "key", key, "err", derr)
 			}
 		}

@@ -22,7 +22,7 @@ func (k *Lock) handOff(ctx context.Context) (done, uncertain bool, err error) {
 	if l.cfg.fifo {
 		return false, false, nil // the local waiter may not be next (WithFIFO)
 	}
-	if !l.waits.Waiting(k.key) || l.heldCount(k.key) > 1 || l.isClosed() {
+	if !l.waits.Waiting(k.key) || l.leases.Count(k.key) > 1 || l.isClosed() {
 		return false, false, nil // nobody to hand to, or a re-entry still holds it
 	}
 	if lim, blind := l.localRun(k.key); !lim.MayHandOn(k.turns, k.runStart, time.Now()) {
@@ -34,7 +34,7 @@ func (k *Lock) handOff(ctx context.Context) (done, uncertain bool, err error) {
 		return false, false, nil // the head is trying on its own
 	}
 	start := time.Now()
-	ctx = l.bounds.within(ctx)
+	ctx = l.bounds.Within(ctx)
 	var token int64
 	ok, uncertain, err := l.retryRelease(ctx, func() (ok bool, err error) {
 		token, ok, err = l.d.Handoff(ctx, l.q, k.key, k.owner, k.token, w.Cfg.owner, w.Cfg.ttl, w.Cfg.value())
@@ -69,7 +69,7 @@ func (k *Lock) handOff(ctx context.Context) (done, uncertain bool, err error) {
 	if k.turns == 0 {
 		lk.runStart = start // the first local handover starts the run
 	}
-	if !l.register(lk) { // closed meanwhile
+	if !l.leases.Register(lk) { // closed meanwhile
 		l.waits.Finish(w, nil, false, "")
 		lk.end(ErrClosed)
 		_, err := lk.releaseRow(ctx, false)

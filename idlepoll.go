@@ -10,7 +10,7 @@ import (
 // idleHost is the Locker as its idle poller (wait.Idle) sees it.
 type idleHost Locker
 
-func (h *idleHost) HeldHere(key string) bool { return (*Locker)(h).heldCount(key) > 0 }
+func (h *idleHost) HeldHere(key string) bool { return h.leases.Count(key) > 0 }
 
 func (h *idleHost) ReadHeld(ctx context.Context, keys []string) ([]string, error) {
 	l := (*Locker)(h)

@@ -1,9 +1,5 @@
 package dblock
 
-import (
-	"time"
-)
-
 // notifying reports whether release events currently reach this Locker.
 func (l *Locker) notifying() bool { return l.ev.On() }
 
@@ -46,23 +42,7 @@ func (l *Locker) onEvent(released bool, from, tag string, granted int64) {
 // ErrTakenOver, so a holder hears of a ForceUnlock within a round trip, not
 // at its next beat.
 func (l *Locker) recheckHeld(tag string) {
-	l.mu.Lock()
-	key, ok := l.heldTags[tag]
-	if ok {
-		now := time.Now()
-		for lk := range l.held {
-			if lk.key == key {
-				lk.nextBeat = now.Add(-lk.interval)
-			}
-		}
-	}
-	l.mu.Unlock()
-	if ok {
-		select {
-		case l.hb.kick <- struct{}{}:
-		default:
-		}
-	}
+	l.leases.Recheck(tag)
 }
 
 // wantedElsewhere reports whether another Locker said lately that it waits

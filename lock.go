@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dblockhq/dblock/internal/dialect"
+	"github.com/dblockhq/dblock/internal/lease"
 )
 
 // Lock is one acquisition of a key. Its methods are safe for concurrent use.
@@ -40,34 +41,22 @@ type Lock struct {
 	// Observer's Lost, Done) is still under way.
 	ended atomic.Pointer[error]
 
-	// Heartbeat state, guarded by l.mu.
-	interval time.Duration // renewal period
-	deadline time.Time     // local end of the lease: last renewal start + ttl - margin
-	nextBeat time.Time
+	lease lease.Entry // its lease, kept by l.leases
 
-	taken     time.Time   // when the acquiring statement was sent
-	once      sync.Once   // ends the lock exactly once
-	maxHoldAt time.Time   // when MaxHold ends the lock; zero without one
-	maxHold   *time.Timer // set by register, stopped by unregister, under l.mu
+	taken time.Time // when the acquiring statement was sent
+	once  sync.Once // ends the lock exactly once
 }
 
 // releaseTimeout bounds an Unlock that runs after the caller's context ended.
-const releaseTimeout = 5 * time.Second
+const releaseTimeout = lease.ReleaseTimeout
 
 func (l *Locker) newLock(key string, lc lockConfig, token int64, start time.Time) *Lock {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	interval := time.Duration(float64(lc.ttl) * float64(l.cfg.heartbeat) / float64(l.cfg.ttl))
-	k := &Lock{
+	return &Lock{
 		l: l, key: key, owner: lc.owner, token: token, ttl: lc.ttl, owned: lc.explicitOwner,
 		ctx: ctx, cancel: cancel, taken: start,
-		interval: interval,
-		deadline: start.Add(lc.ttl - safetyMargin(lc.ttl)),
-		nextBeat: start.Add(interval),
+		lease: l.leases.Entry(key, token, lc.ttl, start, lc.maxHold),
 	}
-	if lc.maxHold > 0 {
-		k.maxHoldAt = start.Add(lc.maxHold)
-	}
-	return k
 }
 
 // endMaxHold ends the lock at its MaxHold and releases its row, unless it
@@ -151,21 +140,13 @@ func (k *Lock) Err() error {
 	if err := k.ended.Load(); err != nil {
 		return *err
 	}
-	if k.l.overdue(k) {
+	if k.l.leases.Overdue(&k.lease) {
 		k.lose(ErrLeaseExpired)
 	}
 	if err := k.ended.Load(); err != nil {
 		return *err
 	}
 	return nil
-}
-
-// overdue reports whether lk's local deadline has passed. Renewals move it
-// only while lk is held; once lk has ended, ended answers first.
-func (l *Locker) overdue(lk *Lock) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return !time.Now().Before(lk.deadline)
 }
 
 // setEnded records why k ended, before anything else of its end is done.
@@ -216,23 +197,32 @@ func (k *Lock) release(ctx context.Context, cause error) error {
 // releaseOnce is release, unobserved.
 func (k *Lock) releaseOnce(ctx context.Context, cause error) error {
 	l := k.l
-	l.pin(k.key)
+	l.leases.Pin(k.key)
 	if !k.end(cause) {
-		l.unpin(k.key, false)
+		k.unpin(false)
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, k.key, k.Err())
 	}
 	uncertain := false
 	if cause == ErrReleased {
 		done, unsure, err := k.handOff(ctx)
 		if done {
-			l.unpin(k.key, false)
+			k.unpin(false)
 			return err
 		}
 		uncertain = unsure
 	}
-	wake, err := k.releaseRow(l.bounds.within(ctx), uncertain)
-	l.unpin(k.key, wake)
+	wake, err := k.releaseRow(l.bounds.Within(ctx), uncertain)
+	k.unpin(wake)
 	return err
+}
+
+// unpin ends what the release's Pin began, and wakes our first waiter for
+// the key if asked.
+func (k *Lock) unpin(wake bool) {
+	k.l.leases.Unpin(k.key)
+	if wake {
+		k.l.waits.WakeHead(k.key)
+	}
 }
 
 // end ends the lock locally with cause and reports whether this call did.
@@ -241,7 +231,7 @@ func (k *Lock) end(cause error) bool {
 	k.once.Do(func() {
 		first = true
 		k.setEnded(cause) // first: Err reports the end from here on
-		k.l.unregister(k)
+		k.l.leases.Unregister(k)
 		k.cancel(cause)    // the holder hears first: a slow Observer never delays Done
 		k.l.lost(k, cause) // then the Observer
 	})
@@ -249,7 +239,7 @@ func (k *Lock) end(cause error) bool {
 }
 
 // releaseRow takes one level off the lock's row within ctx, a bound of the
-// release's own (releaseBounds.within, or Close's deadline); uncertain says
+// release's own (lease.Bounds.Within, or Close's deadline); uncertain says
 // that a handover whose connection failed came first, and may have ended
 // the acquisition. wake says
 // whether our first waiter for the key should now be woken: not when the
@@ -379,9 +369,7 @@ func (l *Locker) retryRelease(ctx context.Context, release func() (bool, error))
 // nothing re-entered it, and its lease is still live by the local clock. Called after end: the heartbeat
 // no longer moves the deadline.
 func (k *Lock) batchable() bool {
-	k.l.mu.Lock()
-	defer k.l.mu.Unlock()
-	return !k.owned && !k.l.cfg.noCombining && time.Now().Before(k.deadline)
+	return !k.owned && !k.l.cfg.noCombining && !k.l.leases.Overdue(&k.lease)
 }
 
 // lose ends the lock because it can no longer be proven ours.
@@ -389,7 +377,7 @@ func (k *Lock) lose(cause error) {
 	k.once.Do(func() {
 		err := fmt.Errorf("%w: %q (token %d): %w", ErrLockLost, k.key, k.token, cause)
 		k.setEnded(err) // first, as in end
-		k.l.unregister(k)
+		k.l.leases.Unregister(k)
 		k.cancel(err)             // Done first, as in end
 		k.l.lost(k, err)          // then the Observer
 		k.l.waits.WakeHead(k.key) // it may be free: a waiter of ours may try

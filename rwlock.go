@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -282,6 +283,15 @@ func (l *Locker) pauseShared(ctx context.Context, key string, b *backoff, change
 		return ErrClosed
 	}
 	return nil
+}
+
+// sharedFreed wakes the calls waiting for a shared key when one of its rows
+// is free here again (no Lock of ours holds it, no release of it is in
+// flight).
+func (l *Locker) sharedFreed(key string) {
+	if strings.HasPrefix(key, rwPrefix) {
+		l.shared.notify()
+	}
 }
 
 // broadcast tells every waiter at once: wait returns a channel that notify closes.

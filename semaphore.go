@@ -173,7 +173,7 @@ func (s *Semaphore) try(ctx context.Context) (*Permit, error) {
 			return nil, fmt.Errorf("%w: semaphore %q: all %d permits held", ErrLocked, s.name, len(s.keys))
 		}
 		lk := l.newLock(key, lc, token, start)
-		if !l.register(lk) {
+		if !l.leases.Register(lk) {
 			_ = lk.release(ctx, ErrClosed)
 			return nil, ErrClosed
 		}

@@ -196,9 +196,7 @@ func (s *singleton) finish(ctx context.Context, lk *Lock, start time.Time) error
 // one TTL after it was taken, and the heartbeat ends it locally at its
 // deadline (TTL less the safety margin) with ErrLeaseExpired.
 func (k *Lock) stopRenewing() {
-	k.l.mu.Lock()
-	k.nextBeat = k.deadline.Add(k.ttl)
-	k.l.mu.Unlock()
+	k.l.leases.StopRenewing(&k.lease)
 }
 
 // linger ends k locally and leaves its row held until atLeast after it was
@@ -216,7 +214,7 @@ func (k *Lock) linger(ctx context.Context, atLeast time.Duration) error {
 		}
 		return nil
 	}
-	wake, err := k.releaseRow(k.l.bounds.within(ctx), false)
+	wake, err := k.releaseRow(k.l.bounds.Within(ctx), false)
 	if wake {
 		k.l.waits.WakeHead(k.key)
 	}

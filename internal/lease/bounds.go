@@ -1,4 +1,4 @@
-package dblock
+package lease
 
 import (
 	"context"
@@ -6,12 +6,17 @@ import (
 	"time"
 )
 
-// releaseBounds bounds the statements of Unlock without a timer for each.
-// A context.WithDeadline per Unlock costs about as much client CPU as the
-// rest of a release outside the driver; instead, releases share one deadline
-// context, replaced when less than releaseTimeout of it is left, so each
-// release still ends within releaseTimeout to twice that.
-type releaseBounds struct {
+// ReleaseTimeout bounds a release that runs after its caller's context
+// ended.
+const ReleaseTimeout = 5 * time.Second
+
+// Bounds bounds release statements without a timer for each. A
+// context.WithDeadline per release costs about as much client CPU as the
+// rest of a release outside the driver; instead, releases share one
+// deadline context, replaced when less than ReleaseTimeout of it is left,
+// so each release still ends within ReleaseTimeout to twice that. The zero
+// Bounds is ready to use.
+type Bounds struct {
 	mu         sync.Mutex
 	cur        context.Context
 	end        time.Time
@@ -19,18 +24,18 @@ type releaseBounds struct {
 	prevCancel context.CancelFunc // of the bound before cur, already ended
 }
 
-// within returns a context with ctx's values that is not cancelled with ctx
-// but ends by the shared bound.
-func (b *releaseBounds) within(ctx context.Context) context.Context {
+// Within returns a context with ctx's values that is not cancelled with
+// ctx but ends by the shared bound.
+func (b *Bounds) Within(ctx context.Context) context.Context {
 	now := time.Now()
 	b.mu.Lock()
-	if b.cur == nil || b.end.Sub(now) < releaseTimeout {
-		// The bound before cur ended before cur had releaseTimeout left.
+	if b.cur == nil || b.end.Sub(now) < ReleaseTimeout {
+		// The bound before cur ended before cur had ReleaseTimeout left.
 		if b.prevCancel != nil {
 			b.prevCancel()
 		}
 		b.prevCancel = b.cancel
-		b.end = now.Add(2 * releaseTimeout)
+		b.end = now.Add(2 * ReleaseTimeout)
 		b.cur, b.cancel = context.WithDeadline(context.Background(), b.end)
 	}
 	cur := b.cur

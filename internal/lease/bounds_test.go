@@ -1,4 +1,4 @@
-package dblock
+package lease
 
 import (
 	"context"
@@ -11,16 +11,16 @@ import (
 type boundKey struct{}
 
 // A release's context keeps the caller's values, outlives the caller's
-// cancellation, and ends between releaseTimeout and twice that from now;
+// cancellation, and ends between ReleaseTimeout and twice that from now;
 // releases close together share one bound, and a bound with less than
-// releaseTimeout left is replaced.
+// ReleaseTimeout left is replaced.
 func TestReleaseBounds(t *testing.T) {
-	var b releaseBounds
+	var b Bounds
 	caller, cancel := context.WithCancelCause(context.WithValue(context.Background(), boundKey{}, "v"))
 	cancel(errors.New("caller gone"))
 
 	start := time.Now()
-	ctx := b.within(caller)
+	ctx := b.Within(caller)
 	if err := ctx.Err(); err != nil {
 		t.Fatalf("release context ended with its caller's: %v", err)
 	}
@@ -31,23 +31,23 @@ func TestReleaseBounds(t *testing.T) {
 		t.Fatalf("release context lost the caller's value: %v", v)
 	}
 	dl, ok := ctx.Deadline()
-	if !ok || dl.Before(start.Add(releaseTimeout)) || dl.After(time.Now().Add(2*releaseTimeout)) {
-		t.Fatalf("deadline %v (set %v), want within [%v, %v] from now", dl.Sub(start), ok, releaseTimeout, 2*releaseTimeout)
+	if !ok || dl.Before(start.Add(ReleaseTimeout)) || dl.After(time.Now().Add(2*ReleaseTimeout)) {
+		t.Fatalf("deadline %v (set %v), want within [%v, %v] from now", dl.Sub(start), ok, ReleaseTimeout, 2*ReleaseTimeout)
 	}
-	if dl2, _ := b.within(context.Background()).Deadline(); !dl2.Equal(dl) {
+	if dl2, _ := b.Within(context.Background()).Deadline(); !dl2.Equal(dl) {
 		t.Fatalf("a second release got bound %v, want the shared %v", dl2, dl)
 	}
 
-	// Less than releaseTimeout left: a new bound, and the one before the
+	// Less than ReleaseTimeout left: a new bound, and the one before the
 	// old (long ended) is cancelled.
 	first := b.cur
-	b.end = time.Now().Add(releaseTimeout - time.Millisecond)
-	if dl3, _ := b.within(caller).Deadline(); !dl3.After(dl) {
+	b.end = time.Now().Add(ReleaseTimeout - time.Millisecond)
+	if dl3, _ := b.Within(caller).Deadline(); !dl3.After(dl) {
 		t.Fatalf("bound not replaced: %v, old %v", dl3, dl)
 	}
 	second := b.cur
 	b.end = time.Now()
-	b.within(caller)
+	b.Within(caller)
 	if first.Err() == nil {
 		t.Fatal("the bound two generations back was not cancelled")
 	}
@@ -60,8 +60,8 @@ func TestReleaseBounds(t *testing.T) {
 // deriving it starts no goroutine to watch the bound (boundCtx.AfterFunc):
 // pgx derives one for every statement.
 func TestReleaseBoundDerived(t *testing.T) {
-	var b releaseBounds
-	ctx := b.within(context.Background())
+	var b Bounds
+	ctx := b.Within(context.Background())
 	before := runtime.NumGoroutine()
 	const n = 100
 	children := make([]context.Context, n)

@@ -1,0 +1,302 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/dblockhq/dblock/internal/dialect"
+)
+
+// Start starts the heartbeat, one goroutine run through spawn (so that the
+// owner's Close waits for it), until the owner's context ends; false when
+// spawn refused.
+func (r *Registry[L]) Start(spawn func(func()) bool) bool { return spawn(r.loop) }
+
+// loop renews held leases in batches and ends those whose local deadline
+// passed. A kick (a new lock) only makes it recompute when to wake.
+func (r *Registry[L]) loop() {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var lastErr error
+	for {
+		timer.Reset(time.Until(r.nextWake()))
+		select {
+		case <-r.ctx.Done():
+			timer.Stop()
+			return
+		case <-r.kick:
+			r.kicks.Add(1)
+			timer.Stop()
+			continue
+		case <-timer.C:
+		}
+		if hook := r.hookBeat.Load(); hook != nil {
+			(*hook)()
+		}
+		lastErr = r.beat(lastErr)
+	}
+}
+
+// nextWake returns the earliest renewal or deadline among held locks, or,
+// when none is held, one heartbeat interval from now: a lock taken before
+// then with the owner's own lease is due later, so taking it needs no kick
+// (a goroutine wake-up at every acquisition of an idle owner).
+func (r *Registry[L]) nextWake() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var wake time.Time
+	for lk := range r.held {
+		e := r.entry(lk)
+		t := e.nextBeat
+		if e.deadline.Before(t) {
+			t = e.deadline
+		}
+		if wake.IsZero() || t.Before(wake) {
+			wake = t
+		}
+	}
+	if wake.IsZero() {
+		wake = time.Now().Add(r.cfg.Heartbeat)
+	}
+	r.wakeAt = wake
+	return wake
+}
+
+// expire reports lost every held lock whose local deadline is not after
+// now, with lastErr (the last renewal error, if any).
+func (r *Registry[L]) expire(now time.Time, lastErr error) {
+	var overdue []L
+	r.mu.Lock()
+	for lk := range r.held {
+		if !now.Before(r.entry(lk).deadline) {
+			overdue = append(overdue, lk)
+		}
+	}
+	r.mu.Unlock()
+	for _, lk := range overdue {
+		r.hooks.Lost(lk, Loss{Last: lastErr})
+	}
+}
+
+// beat ends overdue locks and renews those due, in statements ordered by
+// lease deadline. While a statement runs, each lock still ends at its own
+// deadline (watchDeadlines), never at another's. It returns the last
+// renewal error, reported as the cause of later losses.
+func (r *Registry[L]) beat(lastErr error) error {
+	r.expire(time.Now(), lastErr)
+	due, shortest, needed := r.dueRenewals(time.Now())
+	if len(due) == 0 {
+		return lastErr
+	}
+	stop := r.watchDeadlines()
+	defer stop()
+	outage, err := r.renewDue(due, shortest)
+	if !outage {
+		r.warnIfBehind(needed)
+	}
+	return err
+}
+
+// dueRenewals returns the held locks due for renewal, ordered by deadline,
+// the shortest lease among them, and the renewals per second that every
+// held lock together needs.
+func (r *Registry[L]) dueRenewals(now time.Time) (due []L, shortest time.Duration, needed float64) {
+	r.mu.Lock()
+	for lk := range r.held {
+		e := r.entry(lk)
+		needed += 1 / e.interval.Seconds()
+		// Renewed when its next beat is less than half an interval away,
+		// so locks fall into step and share statements.
+		if !now.Before(e.nextBeat.Add(-e.interval / 2)) {
+			due = append(due, lk)
+			if shortest == 0 || e.ttl < shortest {
+				shortest = e.ttl
+			}
+		}
+	}
+	r.mu.Unlock()
+	// Deadlines change only under renewals, which only this goroutine runs.
+	slices.SortFunc(due, func(a, b L) int { return r.entry(a).deadline.Compare(r.entry(b).deadline) })
+	return due, shortest, needed
+}
+
+// errRenewalLate is the cause of a loss while a renewal carrying the lock was
+// still in flight.
+var errRenewalLate = errors.New("renewal did not finish before the lease's end")
+
+// watchDeadlines ends each held lock when its own deadline passes, while the
+// heartbeat loop waits on a renewal statement. The returned func stops the
+// watch and returns once no expiry runs.
+func (r *Registry[L]) watchDeadlines() (stop func()) {
+	var mu sync.Mutex
+	var timer *time.Timer
+	stopped := false
+	var arm func()
+	arm = func() {
+		if next := r.earliestDeadline(); !next.IsZero() {
+			timer = time.AfterFunc(time.Until(next), func() {
+				mu.Lock()
+				defer mu.Unlock()
+				if stopped || r.ctx.Err() != nil {
+					return
+				}
+				r.expire(time.Now(), errRenewalLate)
+				arm()
+			})
+		}
+	}
+	mu.Lock()
+	arm()
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		if timer != nil {
+			timer.Stop()
+		}
+	}
+}
+
+// earliestDeadline returns the earliest deadline among held locks, zero if
+// none is held.
+func (r *Registry[L]) earliestDeadline() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var first time.Time
+	for lk := range r.held {
+		if d := r.entry(lk).deadline; first.IsZero() || d.Before(first) {
+			first = d
+		}
+	}
+	return first
+}
+
+// renewDue renews due (ordered by deadline) in statements sized by the
+// pace, each bounded by the latest deadline it carries: past that it could
+// save none of them. It returns whether a statement failed or was the
+// first to succeed after failures (such a beat says nothing of the
+// database's pace), and the last statement's error.
+func (r *Registry[L]) renewDue(due []L, shortest time.Duration) (outage bool, lastErr error) {
+	for len(due) > 0 && r.ctx.Err() == nil {
+		chunk := due[:min(r.pace.chunk(shortest), len(due))]
+		due = due[len(chunk):]
+		ctx, cancel := context.WithDeadline(r.ctx, r.deadlineOf(chunk[len(chunk)-1]))
+		start := time.Now()
+		lastErr = r.renewChunk(ctx, chunk)
+		cancel()
+		switch {
+		case lastErr != nil:
+			if r.failed++; r.failed == 1 {
+				r.failedSince = start
+			}
+			outage = true
+		case r.failed > 0:
+			// The first success after failures: its time may include the
+			// end of an outage (a reconnection, a path that stalled), not
+			// the pace of the database. It is not measured.
+			if r.ctx.Err() == nil {
+				r.cfg.Log.Info("dblock: renewals succeed again after failures",
+					"failed_statements", r.failed, "failing_for", time.Since(r.failedSince).Round(time.Millisecond))
+			}
+			r.failed = 0
+			outage = true
+		default:
+			r.pace.observe(len(chunk), time.Since(start))
+		}
+	}
+	return outage, lastErr
+}
+
+// deadlineOf reads lk's deadline.
+func (r *Registry[L]) deadlineOf(lk L) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.entry(lk).deadline
+}
+
+// renewChunk renews chunk in one statement: a lock renewed gets a new
+// deadline, a lock whose row is gone is lost, and after a failure each is
+// tried again soon.
+func (r *Registry[L]) renewChunk(ctx context.Context, chunk []L) error {
+	start := time.Now()
+	refs := make([]dialect.Ref, 0, len(chunk))
+	seen := make(map[dialect.Ref]struct{}, len(chunk))
+	for _, lk := range chunk {
+		e := r.entry(lk)
+		ref := dialect.Ref{Key: e.key, Token: e.token}
+		if _, dup := seen[ref]; !dup {
+			seen[ref] = struct{}{}
+			refs = append(refs, ref)
+		}
+	}
+	if hook := r.hookRenew.Load(); hook != nil {
+		(*hook)()
+	}
+	lost, busy, err := r.cfg.Renew(ctx, refs)
+	r.hooks.Renewed(len(refs), len(lost), time.Since(start), err)
+	if err != nil {
+		// Try again soon; the deadline stays where the last success put it.
+		r.mu.Lock()
+		for _, lk := range chunk {
+			e := r.entry(lk)
+			e.nextBeat = start.Add(max(e.interval/4, 5*time.Millisecond))
+		}
+		r.mu.Unlock()
+		if r.ctx.Err() != nil {
+			return err // closing
+		}
+		r.cfg.Log.Warn("dblock: renewal failed; retrying within the lease", "locks", len(chunk), "err", err)
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("renewal did not finish before the deadline: %w", err)
+		}
+		return err
+	}
+	gone := make(map[dialect.Ref]struct{}, len(lost))
+	for _, ref := range lost {
+		gone[ref] = struct{}{}
+	}
+	skipped := make(map[dialect.Ref]struct{}, len(busy))
+	for _, ref := range busy {
+		skipped[ref] = struct{}{}
+	}
+	var losers []L
+	r.mu.Lock()
+	for _, lk := range chunk {
+		e := r.entry(lk)
+		if _, ok := gone[dialect.Ref{Key: e.key, Token: e.token}]; ok {
+			losers = append(losers, lk)
+			continue
+		}
+		if _, ok := skipped[dialect.Ref{Key: e.key, Token: e.token}]; ok {
+			// Its row is locked by a transaction (Lock.Check): not renewed,
+			// so the deadline stays; try again soon.
+			e.nextBeat = start.Add(max(e.interval/4, 5*time.Millisecond))
+			continue
+		}
+		e.deadline = start.Add(e.ttl - SafetyMargin(e.ttl))
+		e.nextBeat = start.Add(e.interval)
+	}
+	r.mu.Unlock()
+	for _, lk := range losers {
+		r.hooks.Lost(lk, Loss{TakenOver: true})
+	}
+	return nil
+}
+
+// warnIfBehind logs, at most every paceWarnEvery, that the database renews
+// too slowly for the locks held: before any lease ends, so an operator can
+// add capacity, lengthen the TTL or hold fewer locks. A beat with failed
+// renewals does not warn: the failures were logged, and say more.
+func (r *Registry[L]) warnIfBehind(needed float64) {
+	if !r.pace.behind(needed) || time.Since(r.pace.lastWarn) < paceWarnEvery {
+		return
+	}
+	r.pace.lastWarn = time.Now()
+	r.cfg.Log.Warn("dblock: renewals cannot keep up; leases may end",
+		"held", r.Len(), "renewals_needed_per_s", int(needed), "renewals_done_per_s", int(r.pace.rate))
+}
