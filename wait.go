@@ -30,13 +30,6 @@ func (l *Locker) freshOwner(w *waiter) {
 
 func newBackoff(lo, hi time.Duration) *backoff { return retry.NewBackoff(lo, hi) }
 
-// stoppedTimer returns a timer that has not started: Reset starts it.
-func stoppedTimer() *time.Timer {
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	return t
-}
-
 // waitBackoff is the backoff of a waiter for a lock of lease ttl: polls
 // at least twice a lease.
 func (l *Locker) waitBackoff(ttl time.Duration) *backoff {
