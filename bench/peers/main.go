@@ -63,6 +63,9 @@ type config struct {
 	lease     time.Duration
 	defaults  bool
 	handovers int
+	idle      int // waiters of the idle-waiters case; 0: none
+	// idleWindow is how long the idle waiters' CPU is read.
+	idleWindow time.Duration
 }
 
 // Result is one library's figure for one case.
@@ -87,9 +90,13 @@ type Result struct {
 	// MariaDB divided by this row's, for a coordination server.
 	PGOverIt    float64 `json:"dblock_postgres_over_it,omitempty"`
 	MySQLOverIt float64 `json:"dblock_mysql_over_it,omitempty"`
-	Errors      int64   `json:"errors"`
-	FirstErr    string  `json:"first_error,omitempty"`
-	Note        string  `json:"note"`
+	// IdleClientPct and IdleServerPct are the CPU, in % of a core, of this
+	// process and of the server while the idle waiters wait.
+	IdleClientPct float64 `json:"idle_client_cpu_pct,omitempty"`
+	IdleServerPct float64 `json:"idle_server_cpu_pct,omitempty"`
+	Errors        int64   `json:"errors"`
+	FirstErr      string  `json:"first_error,omitempty"`
+	Note          string  `json:"note"`
 
 	lat   []time.Duration
 	ticks int64
@@ -115,6 +122,8 @@ func main() {
 	systems := flag.String("systems", "all", "coordination servers (servers.sh): all, none, or a comma list of "+strings.Join(systemGroups, ","))
 	flag.DurationVar(&cfg.lease, "lease", 5*time.Second, "the equal lease of the failover trials")
 	flag.BoolVar(&cfg.defaults, "default-leases", true, "also run a failover trial with each system's default lease (up to 60 s)")
+	flag.IntVar(&cfg.idle, "idle", 1000, "waiters of the idle-waiters case (10 per held key; 0: no such case)")
+	flag.DurationVar(&cfg.idleWindow, "idle-window", 3*time.Second, "how long the idle waiters' CPU is read (after they settle for up to 2 s)")
 	flag.IntVar(&cfg.handovers, "handovers", 10, "clean hand-overs per system and round")
 	child := flag.String("child", "", "internal: lead this election system until killed")
 	childGroup := flag.String("child-group", "", "internal: the child's group")
@@ -264,6 +273,17 @@ func run(ctx context.Context, cfg config) ([]Result, error) {
 			}
 		}
 	}
+	var idles []Result
+	if cfg.idle > 0 && len(cfg.systems) > 0 {
+		for _, e := range entries {
+			if !slices.Contains(idleLibraries, e.p.name) {
+				continue
+			}
+			r := Result{DB: e.p.group, Library: e.p.name, Case: idleCase(cfg.idle), Note: e.p.note}
+			idleWaiters(ctx, e.im, cfg.idle, cfg.idleWindow, e.p.group, &r)
+			idles = append(idles, r)
+		}
+	}
 	var all []Result
 	for _, g := range groups {
 		for _, c := range caseNames {
@@ -296,7 +316,7 @@ func run(ctx context.Context, cfg config) ([]Result, error) {
 			}
 		}
 	}
-	return all, nil
+	return append(all, idles...), nil
 }
 
 // elections runs the failover trials and the clean hand-overs of every
@@ -477,6 +497,9 @@ func table(rs []Result) string {
 	var b strings.Builder
 	b.WriteString("| db | library | case | ops/s | ratio to dblock | max share | overlaps | errors | what it is |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, r := range rs {
+		if isSystem(r.DB) || !slices.Contains(caseNames, r.Case) {
+			continue
+		}
 		share := ""
 		if r.MaxShare > 0 {
 			share = fmt.Sprintf("%.2f", r.MaxShare)
@@ -491,7 +514,7 @@ func table(rs []Result) string {
 }
 
 // systemsTable sets dblock (plain and FIFO) on each database beside each
-// coordination server.
+// coordination server, then the idle waiters.
 func systemsTable(rs []Result) string {
 	var b strings.Builder
 	b.WriteString("| system | library | case | ops/s | dblock pg ÷ it | dblock mariadb ÷ it | p50 / p99 handoff ms | max share | server CPU µs/op | errors | what it is |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
@@ -517,6 +540,17 @@ func systemsTable(rs []Result) string {
 			fmt.Fprintf(&b, "| %s | %s | %s | %.0f | %s | %s | %s | %s | %.0f | %d | %s |\n", groupName(r.DB), r.Library, r.Case, r.OpsPerSec,
 				ratio(r.PGOverIt), ratio(r.MySQLOverIt), lat, share, r.CPUMicrosPerOp, r.Errors, note)
 		}
+	}
+	idle := false
+	for _, r := range rs {
+		if slices.Contains(caseNames, r.Case) {
+			continue
+		}
+		if !idle {
+			b.WriteString("\n| system | library | case | client CPU, % of a core | server CPU, % of a core | wake after release p50 / p99 ms | acquired | errors |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+			idle = true
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %.1f | %.1f | %.1f / %.1f | %d | %d |\n", groupName(r.DB), r.Library, r.Case, r.IdleClientPct, r.IdleServerPct, r.P50Ms, r.P99Ms, r.Ops, r.Errors)
 	}
 	return b.String()
 }
