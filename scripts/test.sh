@@ -4,7 +4,10 @@
 # of its own), the fault-injection suite (verbosely, so
 # its counts are printed), a smoke run of the bench command (-check: every
 # case runs, no errors, no overlapping holders; speed is not judged) and one
-# of the peer-libraries benchmark (bench/peers -check); then the same code
+# of the peer-libraries benchmark (bench/peers -check: every case, with etcd,
+# Redis and ZooKeeper started by bench/peers/servers.sh on ports of their own
+# and stopped at the step's end; a server that cannot be had fails the step);
+# then the same code
 # on TiDB (scripts/tidb.sh builds it once from the Go module proxy, cached
 # outside the repository, and starts it): the conformance suite, the root
 # package's tests, package advisory's refusal and the fault suite, with
@@ -41,7 +44,8 @@ step "fault suite" go test -race -count=1 -timeout 20m -v "$@" ./internal/faults
 out=$(mktemp -d)
 step "bench smoke (dblock-bench -check)" go run ./cmd/dblock-bench -check -db all -duration 200ms -rounds 2 \
   -ttl 2s -held 200 -intervals 1 -json "$out/r.json" -svg "$out/r.svg" -md "$out/r.md"
-step "peers smoke (bench/peers -check)" bash -c 'cd bench/peers && GOWORK=off go run . -check -db all -duration 300ms -rounds 1 -ttl 2s'
+step "peers smoke (bench/peers -check, with servers.sh's etcd, Redis, ZooKeeper)" bash -c 'cd bench/peers && trap "./servers.sh stop" EXIT && ./servers.sh start &&
+  GOWORK=off go run . -check -db all -systems all -duration 300ms -rounds 1 -ttl 2s -lease 4s -default-leases=false -handovers 3 -idle 50 -idle-window 500ms -svg "$1/peers.svg"' peers "$out"
 rm -rf "$out"
 step "fault suite, portable mode (WithPortable)" env DBLOCK_FAULT_PORTABLE=1 go test -race -count=1 -timeout 20m -v "$@" -run TestFaults ./internal/faultsuite/
 step "fault suite, FIFO mode (WithFIFO)" env DBLOCK_FAULT_FIFO=1 go test -race -count=1 -timeout 20m -v "$@" -run TestFaults ./internal/faultsuite/

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 
 	"cirello.io/pglock"
 	pgadvisory "github.com/allisson/go-pglock/v3"
@@ -31,27 +32,40 @@ type worker interface {
 	close() error
 }
 
-// peer names a library and how to set it up on a database.
+// peer names a library and how to set it up on a database or server.
 type peer struct {
-	name  string
-	db    dblock.Dialect
+	name string
+	// group is the database ("postgres", "mysql") or the server group
+	// (systemGroups) the library runs on.
+	group string
 	note  string
 	setup func(ctx context.Context, db *sql.DB, cfg config) (impl, error)
 	// driver is the database/sql driver the library asks for; "": pgx for
 	// PostgreSQL, go-sql-driver for MySQL.
 	driver string
+	// cases are the cases it runs; nil: all.
+	cases []string
 }
 
 var peers = []peer{
-	{"dblock", dblock.Postgres, "row lock (this repository)", newDblock, ""},
-	{"dblock/advisory", dblock.Postgres, "pg_advisory_lock on pinned sessions (this repository)", newAdvisory, ""},
-	{"cirello.io/pglock", dblock.Postgres, "row lock, lease + heartbeat; waits retry every lease; on lib/pq, the driver it requires", newCirello, "postgres"},
-	{"allisson/go-pglock", dblock.Postgres, "pg_advisory_lock, a pinned connection per lock", newAllisson, ""},
-	{"goose lock", dblock.Postgres, "pg_try_advisory_lock, a session per lock; waits retry every 1 s (its minimum)", newGoose, ""},
-	{"dblock", dblock.MySQL, "row lock (this repository)", newDblock, ""},
-	{"dblock/advisory", dblock.MySQL, "GET_LOCK on pinned sessions (this repository)", newAdvisory, ""},
-	{"sanketplus/go-mysql-lock", dblock.MySQL, "GET_LOCK, a connection per lock (waits with a 1 h timeout: its Obtain fails on MariaDB)", newSanket, ""},
+	{name: "dblock", group: "postgres", note: "row lock (this repository)", setup: newDblock},
+	{name: "dblock FIFO", group: "postgres", note: "row lock, WithFIFO: a queue of tickets (this repository)", setup: newDblockFIFO, cases: []string{"contended g=8"}},
+	{name: "dblock/advisory", group: "postgres", note: "pg_advisory_lock on pinned sessions (this repository)", setup: newAdvisory},
+	{name: "cirello.io/pglock", group: "postgres", note: "row lock, lease + heartbeat; waits retry every lease; on lib/pq, the driver it requires", setup: newCirello, driver: "postgres"},
+	{name: "allisson/go-pglock", group: "postgres", note: "pg_advisory_lock, a pinned connection per lock", setup: newAllisson},
+	{name: "goose lock", group: "postgres", note: "pg_try_advisory_lock, a session per lock; waits retry every 1 s (its minimum)", setup: newGoose},
+	{name: "dblock", group: "mysql", note: "row lock (this repository)", setup: newDblock},
+	{name: "dblock FIFO", group: "mysql", note: "row lock, WithFIFO: a queue of tickets (this repository)", setup: newDblockFIFO, cases: []string{"contended g=8"}},
+	{name: "dblock/advisory", group: "mysql", note: "GET_LOCK on pinned sessions (this repository)", setup: newAdvisory},
+	{name: "sanketplus/go-mysql-lock", group: "mysql", note: "GET_LOCK, a connection per lock (waits with a 1 h timeout: its Obtain fails on MariaDB)", setup: newSanket},
+	{name: "etcd Mutex", group: "etcd", note: "concurrency.Mutex, a session (lease) per goroutine; FIFO; WAL fsync per commit", setup: newEtcd},
+	{name: "redislock", group: "redis-always", note: "SET NX PX, Lua compare-and-delete; waiters poll every 1 ms; appendfsync always", setup: newRedisAt(redisAlways)},
+	{name: "redislock", group: "redis-everysec", note: "SET NX PX, Lua compare-and-delete; waiters poll every 1 ms; appendfsync everysec (not durable)", setup: newRedisAt(redisEverysec)},
+	{name: "ZooKeeper Lock recipe", group: "zookeeper", note: "go-zookeeper/zk Lock: ephemeral sequential nodes, one session; FIFO; forceSync", setup: newZK},
 }
+
+// runs reports whether p runs case c.
+func (p peer) runs(c string) bool { return p.cases == nil || slices.Contains(p.cases, c) }
 
 // keyID maps a key to a 63-bit advisory lock number, mixed with the run's
 // seed so that runs never share locks.
@@ -70,11 +84,18 @@ type dblockImpl struct {
 }
 
 func newDblock(ctx context.Context, db *sql.DB, cfg config) (impl, error) {
-	table := fmt.Sprintf("peers_dblock_%d", cfg.seed)
+	return openDblock(ctx, db, fmt.Sprintf("peers_dblock_%d", cfg.seed), dblock.WithTTL(cfg.ttl))
+}
+
+func newDblockFIFO(ctx context.Context, db *sql.DB, cfg config) (impl, error) {
+	return openDblock(ctx, db, fmt.Sprintf("peers_dblockfifo_%d", cfg.seed), dblock.WithTTL(cfg.ttl), dblock.WithFIFO())
+}
+
+func openDblock(ctx context.Context, db *sql.DB, table string, opts ...dblock.Option) (impl, error) {
 	if err := dblock.Migrate(ctx, db, dblock.WithTable(table)); err != nil {
 		return nil, err
 	}
-	l, err := dblock.New(db, dblock.WithTable(table), dblock.WithTTL(cfg.ttl))
+	l, err := dblock.New(db, append([]dblock.Option{dblock.WithTable(table)}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -88,16 +109,21 @@ func (d *dblockImpl) worker(_ context.Context, key string) (worker, error) {
 }
 
 func (d *dblockImpl) close() error {
-	err := d.l.Close()
+	return errors.Join(d.l.Close(), dropTables(d.db, d.l.Dialect(), d.table))
+}
+
+// dropTables drops a dblock table and its companions.
+func dropTables(db *sql.DB, dialect dblock.Dialect, table string) error {
+	var err error
 	for _, suffix := range []string{"", "_version", "_fence", "_queue", "_token_seq"} {
-		stmt := "DROP TABLE IF EXISTS " + d.table + suffix
+		stmt := "DROP TABLE IF EXISTS " + table + suffix
 		if suffix == "_token_seq" {
-			if d.l.Dialect() != dblock.Postgres {
+			if dialect != dblock.Postgres {
 				continue
 			}
-			stmt = "DROP SEQUENCE IF EXISTS " + d.table + suffix
+			stmt = "DROP SEQUENCE IF EXISTS " + table + suffix
 		}
-		if _, e := d.db.ExecContext(context.Background(), stmt); e != nil {
+		if _, e := db.ExecContext(context.Background(), stmt); e != nil {
 			err = errors.Join(err, e)
 		}
 	}
