@@ -2,8 +2,6 @@ package dblock
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"sync"
 	"time"
 )
@@ -51,15 +49,14 @@ func (l *Locker) sweep(key, owner string) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
-		var token int64
-		err := l.q.QueryRowContext(ctx, l.fifo.sql.Owned, key, owner).Scan(&token)
-		if err == nil {
+		token, held, err := l.d.Owned(ctx, l.q, key, owner)
+		if held {
 			l.undoAcquire(ctx, key, owner, token)
 			cancel()
 			return
 		}
 		cancel()
-		if !errors.Is(err, sql.ErrNoRows) {
+		if err != nil {
 			l.log.Debug("dblock: sweeping after a cut-short acquire", "key", key, "err", err)
 		}
 	}

@@ -2,7 +2,6 @@ package dblock
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -363,14 +362,10 @@ func (l *Locker) heldAs(ctx context.Context, key, owner string) (bool, error) {
 
 // ownedBy reads the token of the live lease owner holds on key, if any.
 func (l *Locker) ownedBy(ctx context.Context, q dialect.Querier, key, owner string) (token int64, held bool, err error) {
-	switch err := dialect.QueryRow(ctx, q, l.fifo.sql.Owned, key, owner).Scan(&token); {
-	case err == nil:
-		return token, true, nil
-	case errors.Is(err, sql.ErrNoRows):
-		return 0, false, nil
-	default:
+	if token, held, err = l.d.Owned(ctx, q, key, owner); err != nil {
 		return 0, false, l.wrapErr("read the holder of", key, err)
 	}
+	return token, held, nil
 }
 
 // holdsAs reports whether this Locker holds key under owner.
