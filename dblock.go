@@ -14,6 +14,7 @@ import (
 	"github.com/dblockhq/dblock/internal/clock"
 	"github.com/dblockhq/dblock/internal/dberr"
 	"github.com/dblockhq/dblock/internal/dialect"
+	"github.com/dblockhq/dblock/internal/fifo"
 	"github.com/dblockhq/dblock/internal/loglimit"
 )
 
@@ -56,7 +57,7 @@ type Locker struct {
 	waiting     atomic.Int64 // calls waiting for a key, for Stats
 	doneWaiting func(acquired, error)
 
-	fifo *fifoQueue // tickets (WithFIFO); its statements serve Reap in any mode
+	fifo *fifo.Queue // tickets (WithFIFO); its statements serve Reap in any mode
 
 	closeOnce sync.Once
 	closeErr  error
@@ -86,7 +87,6 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 		held:     make(map[*Lock]struct{}),
 		heldKeys: make(map[string]int),
 		closing:  make(chan struct{}),
-		fifo:     newFIFOQueue(d.Queue()),
 		acq:      acquire.New(d, !c.noCombining, releaseTimeout),
 	}
 	l.q = l.stmts
@@ -102,6 +102,7 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.clock = clock.New(l.ctx, l.spawn, l.log)
+	l.fifo = l.newFIFO()
 	l.wg.Add(1)
 	go l.heartbeatLoop()
 	return l, nil

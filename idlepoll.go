@@ -213,12 +213,12 @@ func (l *Locker) wakeFree(keys []string) (found bool, busy map[string]bool, ok b
 // waiter polls on its own meanwhile.
 func (l *Locker) grantedHere(key string) bool {
 	memo := l.waits.headMemo(key)
-	if memo == "" || !l.grantsByTicket() {
+	if memo == "" || !l.fifo.ByTicket() {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(l.ctx, idleReadTimeout)
 	defer cancel()
-	_, held, err := l.ownedBy(ctx, l.q, key, memo)
+	_, held, err := l.d.Owned(ctx, l.q, key, memo)
 	return held && err == nil
 }
 
