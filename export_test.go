@@ -254,18 +254,6 @@ func LeaseAge(ctx context.Context, l *Locker, key, memo string) (token int64, ag
 	return st.Granted, st.Age, err
 }
 
-// QueueRead reads key's queue as a waiting FIFO call holding ticket t does:
-// live tickets ahead (capped), whether t is live, the token of the lease
-// on key, and the two oldest live tickets other than t (0: none, or a
-// dialect that does not read them). Test hook.
-func QueueRead(ctx context.Context, l *Locker, key string, t int64) (ahead int, live bool, holder, next, after int64, err error) {
-	st, err := l.fifo.Read(ctx, key, t, "")
-	return st.Ahead, st.Live, st.Holder, st.Succ.Next, st.Succ.After, err
-}
-
-// NoTicket is the ticket of a call that holds none. Test hook.
-const NoTicket = fifo.NoTicket
-
 // TakeAfterGrant queues a ticket for key as a waiting Lock call of l does
 // (l made WithFIFO), lets release give the key to it, then sends the take
 // that call would send had its read of the queue come just before the
