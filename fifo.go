@@ -176,8 +176,7 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 	poll := l.clock.NewTimer()
 	defer poll.Stop()
 	var wantAgain time.Time
-	near := false // at most one live ticket ahead, at the last look
-	far := fifo.Distance{ColdAfter: coldAfter}
+	pace := fifo.Pace{ColdAfter: coldAfter}
 	idle := coldWaiter{l: l, key: key} // the head, for a key held for long
 	defer idle.leave()
 	var lastErr error // the last transient error ridden out
@@ -200,7 +199,6 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 		}
 		if !l.holds(key) && l.waits.beginTry(key, w) {
 			st, granted, wait, err := l.takeTurn(ctx, key, w.lc, t, memo, take)
-			ahead := st.Ahead
 			if err != nil && !wait && l.uncertain(err) {
 				l.waits.freshOwner(w) // while trying: no handover reads it
 			}
@@ -212,12 +210,10 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 				poll.Reset(b.Next())
 				continue
 			}
-			if ahead <= 1 && !near {
+			if pace.Saw(st.Ahead) {
 				b = l.waitBackoff(lc.ttl)
 			}
-			near = ahead <= 1
-			far.Saw(ahead)
-			if near && st.Holder != 0 && !l.notifying() {
+			if pace.Near() && st.Holder != 0 && !l.notifying() {
 				// Next in line or the one after (both poll at NearPoll),
 				// the key held: without events, a waiter whose holder
 				// keeps the key goes to the idle poller.
@@ -232,7 +228,7 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 			poll.Reset(idle.delay(b, w.lc.ttl))
 			continue
 		}
-		poll.Reset(fifo.Poll(l.notifying(), near, &far, b.Next))
+		poll.Reset(pace.Next(l.notifying(), b.Next))
 	}
 }
 

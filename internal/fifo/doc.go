@@ -7,7 +7,7 @@
 // ticket, and stopped when the Locker's context ends), bounds the queue
 // operations in flight, reads a key's queue for a waiting call (Read) and
 // says what that read means for it (State.Turn), paces the polls of a
-// waiter without release events (Distance, Poll), and counts the leases
+// waiter without release events (Pace), and counts the leases
 // releases granted to its calls. What it needs of its Locker it gets as
 // functions in Config; it never sees a Lock or a waiter.
 package fifo

@@ -5,20 +5,20 @@ import (
 	"time"
 )
 
-// Distance paces a waiter's polls, without release events, by how many
+// distance paces a far waiter's polls, without release events, by how many
 // live tickets are ahead of its own: about one TicketPoll per ticket while
 // the queue moves, so that it asks again about when its turn may come,
 // not at its backoff's pace (up to retryMax, while turns take a
-// millisecond); a queue that has not moved for ColdAfter polls (a key held
+// millisecond); a queue that has not moved for coldAfter polls (a key held
 // for long) falls back to the backoff.
-type Distance struct {
-	ColdAfter int // polls that find the queue unmoved before it is cold
+type distance struct {
+	coldAfter int // polls that find the queue unmoved before it is cold
 	ahead     int // at the last poll
 	same      int // polls in a row that found it
 }
 
-// Saw records a poll that found ahead tickets ahead.
-func (q *Distance) Saw(ahead int) {
+// saw records a poll that found ahead tickets ahead.
+func (q *distance) saw(ahead int) {
 	if ahead != q.ahead {
 		q.ahead, q.same = ahead, 0
 	}
@@ -26,10 +26,10 @@ func (q *Distance) Saw(ahead int) {
 }
 
 // moving reports whether the queue moved lately.
-func (q *Distance) moving() bool { return q.ahead > 0 && q.same < q.ColdAfter }
+func (q *distance) moving() bool { return q.ahead > 0 && q.same < q.coldAfter }
 
 // delay is the next poll's delay: ahead TicketPolls on average.
-func (q *Distance) delay() time.Duration {
+func (q *distance) delay() time.Duration {
 	return jitter(time.Duration(q.ahead) * TicketPoll)
 }
 
@@ -50,16 +50,39 @@ const TicketPoll = 600 * time.Microsecond
 // long sends its near waiters to the idle poller after ColdAfter polls.
 const NearPoll = 500 * time.Microsecond
 
-// Poll is the delay before a queued waiter's next poll: without release
-// events (notifying false), about NearPoll when near the head and paced
-// by far while the queue moves; its backoff's next otherwise.
-func Poll(notifying, near bool, far *Distance, backoff func() time.Duration) time.Duration {
+// Pace paces one queued waiter's polls by what its reads of the queue
+// found. The zero Pace is far from the head; set ColdAfter.
+type Pace struct {
+	ColdAfter int  // polls that find the queue unmoved before it is cold
+	near      bool // at most one live ticket ahead, at the last read
+	far       distance
+}
+
+// Saw records a read that found ahead live tickets ahead (capped). It
+// reports whether the waiter just came near the head: its backoff starts
+// again.
+func (p *Pace) Saw(ahead int) (cameNear bool) {
+	p.far.coldAfter = p.ColdAfter
+	cameNear = ahead <= 1 && !p.near
+	p.near = ahead <= 1
+	p.far.saw(ahead)
+	return cameNear
+}
+
+// Near reports whether the last read found at most one live ticket ahead:
+// the next in line, or the one after.
+func (p *Pace) Near() bool { return p.near }
+
+// Next is the delay before the waiter's next poll: without release events
+// (notifying false), about NearPoll when near the head and paced by its
+// distance while the queue moves; its backoff's next otherwise.
+func (p *Pace) Next(notifying bool, backoff func() time.Duration) time.Duration {
 	if !notifying {
 		switch {
-		case near:
+		case p.near:
 			return jitter(NearPoll)
-		case far.moving():
-			return far.delay()
+		case p.far.moving():
+			return p.far.delay()
 		}
 	}
 	return backoff()

@@ -11,13 +11,13 @@ import (
 // falls back to its backoff once the queue stands still.
 func TestDistance(t *testing.T) {
 	const coldAfter = 32
-	q := Distance{ColdAfter: coldAfter}
-	q.Saw(0)
+	q := distance{coldAfter: coldAfter}
+	q.saw(0)
 	if q.moving() {
 		t.Error("moving with no ticket ahead: the head polls as a near waiter")
 	}
 	for _, ahead := range []int{8, 5, 3} {
-		q.Saw(ahead)
+		q.saw(ahead)
 		if !q.moving() {
 			t.Fatalf("not moving after the queue moved to %d ahead", ahead)
 		}
@@ -29,38 +29,49 @@ func TestDistance(t *testing.T) {
 		}
 	}
 	for range coldAfter {
-		q.Saw(3)
+		q.saw(3)
 	}
 	if q.moving() {
 		t.Errorf("still moving after %d polls found 3 ahead", coldAfter+1)
 	}
-	q.Saw(2)
+	q.saw(2)
 	if !q.moving() {
 		t.Error("not moving after the queue moved again")
 	}
 }
 
-// Poll: a near waiter polls at NearPoll, a far one by its distance while
+// Pace: a near waiter polls at NearPoll, a far one by its distance while
 // the queue moves, and with events (or a queue standing still) every
-// waiter at its backoff.
-func TestPoll(t *testing.T) {
+// waiter at its backoff; coming near starts the backoff again.
+func TestPace(t *testing.T) {
 	backoff := func() time.Duration { return time.Hour }
-	far := Distance{ColdAfter: 4}
-	if d := Poll(false, true, &far, backoff); d < NearPoll/2 || d >= NearPoll*3/2 {
-		t.Errorf("near, no events: %v, want about %v", d, NearPoll)
+	p := Pace{ColdAfter: 4}
+	if p.Saw(2) || p.Near() {
+		t.Error("near with two ahead")
 	}
-	if d := Poll(true, true, &far, backoff); d != time.Hour {
-		t.Errorf("near, events: %v, want the backoff's", d)
-	}
-	far.Saw(2)
-	if d := Poll(false, false, &far, backoff); d >= 3*TicketPoll {
+	if d := p.Next(false, backoff); d >= 3*TicketPoll {
 		t.Errorf("far, moving: %v, want about %v", d, 2*TicketPoll)
 	}
-	for range 4 {
-		far.Saw(2)
+	if d := p.Next(true, backoff); d != time.Hour {
+		t.Errorf("far, events: %v, want the backoff's", d)
 	}
-	if d := Poll(false, false, &far, backoff); d != time.Hour {
+	for range 4 {
+		p.Saw(2)
+	}
+	if d := p.Next(false, backoff); d != time.Hour {
 		t.Errorf("far, cold: %v, want the backoff's", d)
+	}
+	if !p.Saw(1) || !p.Near() {
+		t.Error("not come near with one ahead")
+	}
+	if p.Saw(0) {
+		t.Error("came near twice")
+	}
+	if d := p.Next(false, backoff); d < NearPoll/2 || d >= NearPoll*3/2 {
+		t.Errorf("near, no events: %v, want about %v", d, NearPoll)
+	}
+	if d := p.Next(true, backoff); d != time.Hour {
+		t.Errorf("near, events: %v, want the backoff's", d)
 	}
 }
 
