@@ -9,7 +9,6 @@ import (
 
 	"github.com/dblockhq/dblock/internal/combine"
 	"github.com/dblockhq/dblock/internal/dialect"
-	"github.com/dblockhq/dblock/internal/fifo"
 )
 
 // Counts counts the statements a Locker sends through its statement cache,
@@ -245,14 +244,6 @@ func LeaveTicket(l *Locker, key string, t int64, memo string) { l.fifo.Leave(key
 // GrantMemo is the memo of a ticket to which a release may give its key,
 // under owner. Test hook.
 func GrantMemo(owner string) string { return dialect.GrantMemo(owner) }
-
-// LeaseAge reads, as a waiting FIFO call does, the token of the live lease
-// memo holds on key and how long ago, by the database clock, it was taken
-// or renewed. Test hook.
-func LeaseAge(ctx context.Context, l *Locker, key, memo string) (token int64, age time.Duration, err error) {
-	st, err := l.fifo.Read(ctx, key, fifo.NoTicket, memo)
-	return st.Granted, st.Age, err
-}
 
 // TakeAfterGrant queues a ticket for key as a waiting Lock call of l does
 // (l made WithFIFO), lets release give the key to it, then sends the take

@@ -158,6 +158,48 @@ func TestTickets(t *testing.T) {
 	})
 }
 
+// The read of the queue reports the lease held under a waiting call's memo
+// and its age by the database clock, from which the call dates a lease it
+// was granted: in the right unit, on every dialect.
+func TestReadGrantAge(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, name dblock.Dialect) {
+		db := dbtest.Open(t, name)
+		table := dbtest.Table(t, db, name)
+		q, _ := newQueue(t, name, db, table, time.Minute, time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		const key, memo = "fifo-grant-age", "aged-owner"
+		d := builders[name](dialect.Config{Table: table})
+		token, ok, err := d.Upsert(ctx, db, key, memo, 5*time.Minute, nil)
+		if err != nil || !ok {
+			t.Fatalf("Upsert: %v, %v", ok, err)
+		}
+		quoted, bind, back := `"`+table+`"`, "$1", `update_time - interval '10 seconds'`
+		switch name {
+		case dblock.MySQL:
+			quoted, bind, back = "`"+table+"`", "?", `update_time - INTERVAL 10 SECOND`
+		case dblock.SQLite:
+			bind, back = "?1", `update_time - 10000000`
+		}
+		if _, err := db.Exec(`UPDATE `+quoted+` SET update_time = `+back+` WHERE key_id = `+bind, key); err != nil {
+			t.Fatal(err)
+		}
+		st, err := q.Read(ctx, key, fifo.NoTicket, memo)
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		if st.Granted != token || st.Age < 10*time.Second || st.Age > 10*time.Second+time.Minute {
+			t.Fatalf("token %d (want %d), age %v (want 10 s and the test's run time at most)", st.Granted, token, st.Age)
+		}
+		if st.Turn(fifo.NoTicket, false) != fifo.Granted {
+			t.Fatalf("turn %v, want Granted", st.Turn(fifo.NoTicket, false))
+		}
+		if st, err := q.Read(ctx, key, fifo.NoTicket, "someone-else"); err != nil || st.Granted != 0 || st.Age != 0 || st.Holder != token {
+			t.Fatalf("another memo: %+v, err %v; want the holder and no grant", st, err)
+		}
+	})
+}
+
 // MySQL reads a key's queue in rows (the live lease, the caller's ticket,
 // the oldest live tickets) and counts and names in Go what the other
 // dialects compute in one row: live tickets ahead up to 8, whether the
