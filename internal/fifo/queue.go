@@ -77,8 +77,7 @@ type Queue struct {
 	// not zero, even before the call waits.
 	queued map[string]int
 
-	start    sync.Once
-	started  atomic.Bool  // the renewing goroutine runs
+	started  atomic.Bool  // the renewing goroutine was started (or refused)
 	renewals atomic.Int64 // renewal rounds done (tests wait on it)
 	grants   atomic.Int64 // leases given to our calls by a release (Granted)
 	// hookQueued, when set (by tests), runs after a call's ticket is
@@ -319,10 +318,13 @@ func (f *Queue) Queued() {
 }
 
 // startRenewal starts the goroutine that renews the tickets, once; false
-// when the Locker is closed.
+// when the Locker is closed (a Spawn refused then: no other start is
+// tried). It holds no lock of its own while Spawn takes the Locker's.
 func (f *Queue) startRenewal() bool {
-	f.start.Do(func() { f.started.Store(f.c.Spawn(f.renewLoop)) })
-	return f.started.Load() && !f.c.Closed()
+	if f.started.CompareAndSwap(false, true) && !f.c.Spawn(f.renewLoop) {
+		return false
+	}
+	return !f.c.Closed()
 }
 
 // renewLoop renews every ticket the Queue holds once per heartbeat
