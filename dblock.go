@@ -16,6 +16,7 @@ import (
 	"github.com/dblockhq/dblock/internal/dberr"
 	"github.com/dblockhq/dblock/internal/dialect"
 	"github.com/dblockhq/dblock/internal/fair"
+	"github.com/dblockhq/dblock/internal/fifo"
 	"github.com/dblockhq/dblock/internal/lease"
 	"github.com/dblockhq/dblock/internal/loglimit"
 	"github.com/dblockhq/dblock/internal/notify"
@@ -58,7 +59,7 @@ type Locker struct {
 	waiting     atomic.Int64 // calls waiting for a key, for Stats
 	doneWaiting func(acquired, error)
 
-	fifo *fifoQueue // tickets (WithFIFO); its statements serve Reap in any mode
+	fifo *fifo.Queue // tickets (WithFIFO); its statements serve Reap in any mode
 
 	closeOnce sync.Once
 	closeErr  error
@@ -86,7 +87,6 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 		id:      newOwner()[len(ownerPrefix):][:16],
 		stmts:   dialect.NewStmtCache(db),
 		closing: make(chan struct{}),
-		fifo:    newFIFOQueue(d.Queue()),
 		acq:     acquire.New(d, !c.noCombining, releaseTimeout),
 	}
 	l.q = l.stmts
@@ -106,6 +106,7 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	l.bell = bells.NewRinger(bells.Of(d), host)
 	l.ears = bells.NewEars(bells.Of(d), host)
 	l.idle = wait.NewIdle(l.ctx, l.spawn, l.log, (*idleHost)(l), l.ears, c.retryMax)
+	l.fifo = l.newFIFO()
 	l.leases = newLeases(l)
 	l.leases.Start(l.spawn)
 	return l, nil

@@ -2,8 +2,6 @@ package dblock
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 
 	"github.com/dblockhq/dblock/internal/lease"
 )
@@ -28,11 +26,7 @@ func (l *Locker) acquireSafe(ctx context.Context, key string, lc lockConfig) (in
 	if err != nil && ctx.Err() != nil {
 		l.spawn(func() {
 			lease.Sweep(l.ctx, func(ctx context.Context) (token int64, found bool, err error) {
-				err = l.q.QueryRowContext(ctx, l.fifo.sql.Owned, key, lc.owner).Scan(&token)
-				if errors.Is(err, sql.ErrNoRows) {
-					return 0, false, nil
-				}
-				return token, err == nil, err
+				return l.d.Owned(ctx, l.q, key, lc.owner)
 			}, func(ctx context.Context, token int64) {
 				l.undoAcquire(ctx, key, lc.owner, token)
 			}, func(err error) {

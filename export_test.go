@@ -26,16 +26,23 @@ type Counts struct {
 // Test hook.
 func CountStatements(l *Locker) *Counts {
 	c := &countingQuerier{Querier: l.q, c: new(Counts), kinds: l.d.Kinds()}
-	c.kinds[l.fifo.sql.State] = "queue read"
-	l.q = c
+	c.kinds[l.d.Queue().State] = "queue read"
+	l.setQuerier(c)
 	return c.c
+}
+
+// setQuerier makes l, and its ticket queue, send their prepared statements
+// through q.
+func (l *Locker) setQuerier(q dialect.Querier) {
+	l.q = q
+	l.fifo.SetQuerier(q)
 }
 
 // CountAcquires makes l count the statements that take a key: acquires and
 // handovers. Test hook.
 func CountAcquires(l *Locker) *atomic.Int64 {
 	n := new(atomic.Int64)
-	l.q = &countingQuerier{Querier: l.q, c: new(Counts), kinds: l.d.Kinds(), onTake: func() { n.Add(1) }}
+	l.setQuerier(&countingQuerier{Querier: l.q, c: new(Counts), kinds: l.d.Kinds(), onTake: func() { n.Add(1) }})
 	return n
 }
 
@@ -130,7 +137,7 @@ func ListenerReady(l *Locker) <-chan struct{} { return l.ev.Ready() }
 
 // TicketRenewals reports how many rounds of FIFO ticket renewals l has run.
 // Test hook.
-func TicketRenewals(l *Locker) int64 { return l.fifo.renewals.Load() }
+func TicketRenewals(l *Locker) int64 { return l.fifo.Renewals() }
 
 // StallHeartbeat stops l's heartbeat loop before its next beat, until the
 // returned func is called. Test hook.
@@ -167,7 +174,7 @@ func IdleRounds(l *Locker) int64 { return l.idle.Rounds() }
 // cache. Test hook.
 func CountAll(l *Locker) *atomic.Int64 {
 	c := &allCounter{Querier: l.q}
-	l.q = c
+	l.setQuerier(c)
 	return &c.n
 }
 
@@ -193,7 +200,7 @@ func (c *allCounter) QueryRowContext(ctx context.Context, q string, args ...any)
 
 // Grants reports how many leases releases have given to l's waiting calls
 // (WithFIFO). Test hook.
-func Grants(l *Locker) int64 { return l.fifo.grants.Load() }
+func Grants(l *Locker) int64 { return l.fifo.Grants() }
 
 // WantedElsewhere reports whether l knows that another Locker waits for
 // key. Test hook.
@@ -218,31 +225,11 @@ func PassTo(ctx context.Context, l *Locker, lk *Lock, next int64) (ok bool, tick
 
 // LeaveTicket is what a call waiting on ticket t for key under owner memo
 // does when it gives up. Test hook.
-func LeaveTicket(l *Locker, key string, t int64, memo string) { l.leaveTicket(key, t, memo) }
+func LeaveTicket(l *Locker, key string, t int64, memo string) { l.fifo.Leave(key, t, memo) }
 
 // GrantMemo is the memo of a ticket to which a release may give its key,
 // under owner. Test hook.
 func GrantMemo(owner string) string { return dialect.GrantMemo(owner) }
-
-// LeaseAge reads, as a waiting FIFO call does, the token of the live lease
-// memo holds on key and how long ago, by the database clock, it was taken
-// or renewed. Test hook.
-func LeaseAge(ctx context.Context, l *Locker, key, memo string) (token int64, age time.Duration, err error) {
-	st, err := l.queueState(ctx, key, noTicket, memo)
-	return st.granted, st.age, err
-}
-
-// QueueRead reads key's queue as a waiting FIFO call holding ticket t does:
-// live tickets ahead (capped), whether t is live, the token of the lease
-// on key, and the two oldest live tickets other than t (0: none, or a
-// dialect that does not read them). Test hook.
-func QueueRead(ctx context.Context, l *Locker, key string, t int64) (ahead int, live bool, holder, next, after int64, err error) {
-	st, err := l.queueState(ctx, key, t, "")
-	return st.ahead, st.live, st.holder, st.succ.next, st.succ.after, err
-}
-
-// NoTicket is the ticket of a call that holds none. Test hook.
-const NoTicket = noTicket
 
 // TakeAfterGrant queues a ticket for key as a waiting Lock call of l does
 // (l made WithFIFO), lets release give the key to it, then sends the take
@@ -255,11 +242,11 @@ func TakeAfterGrant(ctx context.Context, l *Locker, key string, release func() e
 		return false, err
 	}
 	memo := grantMemo(l.grantable(lc))
-	t, err := l.enqueue(ctx, key, memo)
+	t, err := l.fifo.Enqueue(ctx, key, memo, ErrClosed)
 	if err != nil {
 		return false, err
 	}
-	defer l.dequeue(key, t)
+	defer l.fifo.Dequeue(key, t)
 	if err := release(); err != nil {
 		return false, err
 	}
@@ -273,19 +260,15 @@ func TakeAfterGrant(ctx context.Context, l *Locker, key string, release func() e
 
 // OnQueued makes each FIFO call of l run hook after its ticket is inserted
 // and before it waits its turn. Test hook.
-func OnQueued(l *Locker, hook func()) { l.fifo.hookQueued.Store(&hook) }
+func OnQueued(l *Locker, hook func()) { l.fifo.OnQueued(hook) }
 
 // LocalTickets reports how many FIFO tickets l keeps (and renews) for its
 // calls. Test hook.
-func LocalTickets(l *Locker) int {
-	l.fifo.mu.Lock()
-	defer l.fifo.mu.Unlock()
-	return len(l.fifo.tickets)
-}
+func LocalTickets(l *Locker) int { return l.fifo.Tickets() }
 
 // Queuing reports whether l counts a FIFO call that holds or is inserting a
 // ticket for key. Test hook.
-func Queuing(l *Locker, key string) bool { return l.fifo.queuing(key) }
+func Queuing(l *Locker, key string) bool { return l.fifo.Queuing(key) }
 
 // BellsQuiet reports whether l's idle poller sleeps on bells. Test hook.
 func BellsQuiet(l *Locker) bool { return l.ears.Quiet() }
@@ -304,7 +287,7 @@ func FineClock(l *Locker) (made, stopped bool) { return l.clock.State() }
 // with the statement's text and arguments (what the statement would do can
 // so be done first, on another connection). Test hook.
 func BeforeHandoff(l *Locker, hook func(query string, args []any)) {
-	l.q = &handoffHook{Querier: l.q, kinds: l.d.Kinds(), hook: hook}
+	l.setQuerier(&handoffHook{Querier: l.q, kinds: l.d.Kinds(), hook: hook})
 }
 
 type handoffHook struct {

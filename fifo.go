@@ -2,108 +2,33 @@ package dblock
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/dblockhq/dblock/internal/dialect"
 	"github.com/dblockhq/dblock/internal/fair"
+	"github.com/dblockhq/dblock/internal/fifo"
+	"github.com/dblockhq/dblock/internal/wait"
 )
 
-// fifoQueue is what a Locker made WithFIFO keeps of its tickets: the ones
-// its waiting calls hold, which one goroutine renews.
-type fifoQueue struct {
-	sql     *dialect.QueueSQL
-	ops     chan struct{} // one per queue operation in flight (fifoQueue.do)
-	mu      sync.Mutex
-	tickets map[int64]string // ticket → key, under mu
-	// queued counts per key the calls that hold a ticket in tickets or
-	// are inserting one, under mu: a release of ours grants while it is
-	// not zero, even before the call waits (Lock.releaseRow).
-	queued   map[string]int
-	started  bool         // the renewing goroutine runs; under Locker.mu
-	renewals atomic.Int64 // renewal rounds done (tests wait on it)
-	grants   atomic.Int64 // leases given to our calls by a release (Pass)
-	// hookQueued, when set (by tests), runs after a call's ticket is
-	// inserted, before the call waits its turn.
-	hookQueued atomic.Pointer[func()]
-}
+// FIFO mode (WithFIFO) keeps its tickets in internal/fifo, whose Queue
+// (Locker.fifo) owns them and the goroutine that renews them. What is here
+// is where a FIFO call meets the rest of the Locker: its Locks, its
+// waiters and its events.
 
-// maxQueueOps bounds a Locker's queue operations in flight: reads of a
-// key's queue (every arriving call makes one), ticket inserts and ticket
-// deletes. A burst of arrivals (or of waiters giving up) then costs that
-// many connections at most, not one each, which a pool without a limit
-// would open until the server refused them. Waiting calls behind the first
-// of their Locker send nothing.
-const maxQueueOps = 8
-
-func newFIFOQueue(q *dialect.QueueSQL) *fifoQueue {
-	return &fifoQueue{sql: q, ops: make(chan struct{}, maxQueueOps),
-		tickets: make(map[int64]string), queued: make(map[string]int)}
-}
-
-// queue counts a call of ours that is about to insert a ticket for key.
-func (f *fifoQueue) queue(key string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.queued[key]++
-}
-
-// unqueue undoes queue for a call that got no ticket.
-func (f *fifoQueue) unqueue(key string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.unqueueLocked(key)
-}
-
-func (f *fifoQueue) unqueueLocked(key string) {
-	if f.queued[key] <= 1 {
-		delete(f.queued, key)
-		return
-	}
-	f.queued[key]--
-}
-
-// keep records ticket t, inserted for key by a call counted by queue.
-func (f *fifoQueue) keep(key string, t int64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.tickets[t] = key
-}
-
-// forget drops ticket t, deleted or granted: it is renewed no more, and its
-// call no longer counts as queued.
-func (f *fifoQueue) forget(t int64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if key, ok := f.tickets[t]; ok {
-		delete(f.tickets, t)
-		f.unqueueLocked(key)
-	}
-}
-
-// queuing reports whether a call of ours holds or is inserting a ticket for
-// key.
-func (f *fifoQueue) queuing(key string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.queued[key] > 0
-}
-
-// do runs fn as one of the queue operations in flight, once a place is
-// free; ctx's error, without running fn, if ctx ends first.
-func (f *fifoQueue) do(ctx context.Context, fn func()) error {
-	select {
-	case f.ops <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	defer func() { <-f.ops }()
-	fn()
-	return nil
+// newFIFO returns the Locker's ticket queue; l's context, log and bounds
+// are set.
+func (l *Locker) newFIFO() *fifo.Queue {
+	return fifo.New(fifo.Config{
+		D: l.d, DB: l.db, Q: l.q, ID: l.id, TTL: l.cfg.ttl,
+		Heartbeat: l.cfg.heartbeat, ReleaseTimeout: releaseTimeout,
+		Log: l.log, Ctx: l.ctx, Spawn: l.spawn, Closed: l.isClosed,
+		Bound: l.bounds.Within, WrapErr: l.wrapErr,
+		Release: func(ctx context.Context, key, memo string, token int64) error {
+			_, err := l.acq.Release(ctx, l.db, key, memo, token, false)
+			return err
+		},
+	})
 }
 
 // take is one attempt at a key whose turn has come: got false (with a nil
@@ -150,7 +75,7 @@ func (l *Locker) tryTurn(ctx context.Context, key string, lc lockConfig, take ta
 	if l.waits.Waiting(key) {
 		return true, fmt.Errorf("%w: %q: waiters are queued", ErrLocked, key)
 	}
-	_, _, wait, err = l.takeTurn(ctx, key, lc, noTicket, "", take)
+	_, _, wait, err = l.takeTurn(ctx, key, lc, fifo.NoTicket, "", take)
 	return wait, err
 }
 
@@ -172,15 +97,15 @@ func (l *Locker) lockFIFO(ctx context.Context, key string, lc lockConfig) (*Lock
 		return nil, err
 	}
 	if granted != nil {
-		if !l.grantsByTicket() {
-			l.fifo.forget(t) // the ticket went with the grant
+		if !l.fifo.ByTicket() {
+			l.fifo.Forget(t) // the ticket went with the grant
 			return granted, nil
 		}
 		lk = granted // the grant left the ticket expired: it goes as below
 	}
 	// The ticket goes while the caller works: a release that frees the
 	// key waits for that.
-	done := l.dequeueAsync(key, t)
+	done := l.fifo.DequeueAsync(key, t)
 	l.mu.Lock()
 	lk.dequeued = done
 	if granted == nil {
@@ -196,31 +121,29 @@ func (l *Locker) lockFIFO(ctx context.Context, key string, lc lockConfig) (*Lock
 // meanwhile is replaced by a new one, at the end of the queue. A call that
 // a release may give the key to (grant) gets it granted instead when one
 // did: the ticket is gone then, or left expired (dialect.Passer ByTicket).
-func (l *Locker) queueFor(ctx context.Context, key string, lc lockConfig, grant bool, take take) (t int64, granted *Lock, succ successors, err error) {
+func (l *Locker) queueFor(ctx context.Context, key string, lc lockConfig, grant bool, take take) (t int64, granted *Lock, succ fifo.Successors, err error) {
 	var lastErr error
 	b := l.waitBackoff(lc.ttl)
 	memo := grantMemo(grant)
 	for {
-		t, err = l.enqueue(ctx, key, memo)
+		t, err = l.fifo.Enqueue(ctx, key, memo, ErrClosed)
 		if err != nil {
 			if !l.rideOut(ctx, key, err, &lastErr) {
-				return 0, nil, successors{}, err
+				return 0, nil, fifo.Successors{}, err
 			}
 			if err := l.pause(ctx, key, b); err != nil {
-				return 0, nil, successors{}, fmt.Errorf("%w (last database error: %w)", err, lastErr)
+				return 0, nil, fifo.Successors{}, fmt.Errorf("%w (last database error: %w)", err, lastErr)
 			}
 			continue
 		}
-		if hook := l.fifo.hookQueued.Load(); hook != nil {
-			(*hook)()
-		}
+		l.fifo.Queued()
 		granted, succ, err = l.waitTurn(ctx, key, lc, t, memo, take)
 		if err == nil {
 			return t, granted, succ, nil
 		}
-		l.leaveTicket(key, t, memo)
-		if !errors.Is(err, errTicketLost) {
-			return 0, nil, successors{}, err
+		l.fifo.Leave(key, t, memo)
+		if !errors.Is(err, fifo.ErrTicketLost) {
+			return 0, nil, fifo.Successors{}, err
 		}
 		l.log.Warn("dblock: a FIFO ticket ran out while its call waited; queueing again", "key", key, "ticket", t)
 	}
@@ -247,7 +170,7 @@ func grantMemo(grant bool) string {
 // and the one behind it poll briskly where no release event comes (MySQL,
 // SQLite); those further back poll with backoff, and no waiter ever writes
 // before its turn.
-func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int64, memo string, take take) (*Lock, successors, error) {
+func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int64, memo string, take take) (*Lock, fifo.Successors, error) {
 	w := l.waits.JoinOrdered(key, lc, t, memo)
 	defer l.leaveQueue(key, w)
 	l.ev.Ensure()
@@ -255,8 +178,7 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 	poll := l.clock.NewTimer()
 	defer poll.Stop()
 	var wantAgain time.Time
-	near := false // at most one live ticket ahead, at the last look
-	var far queueDistance
+	pace := fifo.Pace{ColdAfter: wait.ColdAfter}
 	idle := l.idle.Waiter(key) // the head, for a key held for long
 	defer idle.Leave()
 	var lastErr error // the last transient error ridden out
@@ -267,40 +189,37 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 		case <-poll.C:
 		case lk := <-w.Grant:
 			if lk != nil {
-				return lk, successors{}, nil // granted by a release of ours (handGrant)
+				return lk, fifo.Successors{}, nil // granted by a release of ours (handGrant)
 			}
 		case <-ctx.Done():
-			return nil, successors{}, waitEnded(ctx, key, lastErr)
+			return nil, fifo.Successors{}, waitEnded(ctx, key, lastErr)
 		case <-l.closing:
-			return nil, successors{}, ErrClosed
+			return nil, fifo.Successors{}, ErrClosed
 		}
 		if !l.waits.MayAsk(key, w) {
 			continue
 		}
 		if !l.leases.Holds(key) && l.waits.BeginTry(key, w) {
 			st, granted, wait, err := l.takeTurn(ctx, key, w.Cfg, t, memo, take)
-			ahead := st.ahead
 			if err != nil && !wait && l.uncertain(err) {
 				l.freshOwner(w) // while trying: no handover reads it
 			}
 			l.waits.EndTry(w)
 			if !wait {
 				if err == nil || !l.rideOut(ctx, key, err, &lastErr) {
-					return granted, st.succ, err
+					return granted, st.Succ, err
 				}
 				poll.Reset(b.Next())
 				continue
 			}
-			if ahead <= 1 && !near {
+			if pace.Saw(st.Ahead) {
 				b = l.waitBackoff(lc.ttl)
 			}
-			near = ahead <= 1
-			far.saw(ahead)
-			if near && st.holder != 0 && !l.notifying() {
-				// Next in line or the one after (both poll at nearPoll),
+			if pace.Near() && st.Holder != 0 && !l.notifying() {
+				// Next in line or the one after (both poll at NearPoll),
 				// the key held: without events, a waiter whose holder
 				// keeps the key goes to the idle poller.
-				idle.Saw(st.holder)
+				idle.Saw(st.Holder)
 			}
 			if time.Now().After(wantAgain) {
 				l.announceWant(ctx, key)
@@ -311,35 +230,33 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 			poll.Reset(d)
 			continue
 		}
-		poll.Reset(l.queuePoll(near, &far, b))
+		poll.Reset(pace.Next(l.notifying(), b.Next))
 	}
 }
 
 // takeTurn takes key with take if ticket t is the oldest live ticket for it
-// (with noTicket: if no ticket waits) and the key looks free; or returns
-// the lock a release gave to memo (not "") as granted. st is the queue as
-// read (st.ahead: the live tickets ahead of t, up to the dialect's cap;
-// zero when the read failed). wait says that it is not
-// t's turn, or that the key is held: err then wraps ErrLocked. A waiting
-// call with Owner whose memo came to hold the key meanwhile (through another
-// call) re-enters it at its turn; one whose memo does not hold it sends no
-// acquire while the key is held. An arriving call with Owner has been
-// checked for re-entry already (tryFIFO).
-func (l *Locker) takeTurn(ctx context.Context, key string, lc lockConfig, t int64, memo string, take take) (st queueState, granted *Lock, wait bool, err error) {
-	st, err = l.queueState(ctx, key, t, memo)
-	switch {
-	case err != nil:
-		return queueState{}, nil, false, l.wrapErr("read the queue of", key, err)
-	case st.granted != 0:
+// (with fifo.NoTicket: if no ticket waits) and the key looks free; or
+// returns the lock a release gave to memo (not "") as granted. st is the
+// queue as read (st.Ahead: the live tickets ahead of t, up to the
+// dialect's cap; zero when the read failed). wait says that it is not
+// t's turn, or that the key is held: err then wraps ErrLocked. What the
+// read means is fifo.State.Turn's to say.
+func (l *Locker) takeTurn(ctx context.Context, key string, lc lockConfig, t int64, memo string, take take) (st fifo.State, granted *Lock, wait bool, err error) {
+	st, err = l.fifo.Read(ctx, key, t, memo)
+	if err != nil {
+		return fifo.State{}, nil, false, l.wrapErr("read the queue of", key, err)
+	}
+	switch st.Turn(t, lc.explicitOwner) {
+	case fifo.Granted:
 		granted, err = l.adopt(key, lc, memo, st)
 		return st, granted, false, err
-	case t != noTicket && !st.live:
-		return st, nil, false, errTicketLost
-	case st.ahead > 0:
+	case fifo.Lost:
+		return st, nil, false, fifo.ErrTicketLost
+	case fifo.Ahead:
 		return st, nil, true, fmt.Errorf("%w: %q: waiters are queued", ErrLocked, key)
-	case st.holder != 0 && (!lc.explicitOwner || t == noTicket):
+	case fifo.Held:
 		return st, nil, true, fmt.Errorf("%w: %q", ErrLocked, key)
-	case st.holder != 0:
+	case fifo.HeldOwner:
 		reenter, err := l.heldAs(ctx, key, lc.owner)
 		if err != nil {
 			return st, nil, false, err
@@ -358,20 +275,11 @@ func (l *Locker) takeTurn(ctx context.Context, key string, lc lockConfig, t int6
 // heldAs reports whether key is held under owner, with a live lease, by
 // any Locker: one read.
 func (l *Locker) heldAs(ctx context.Context, key, owner string) (bool, error) {
-	_, held, err := l.ownedBy(ctx, l.q, key, owner)
-	return held, err
-}
-
-// ownedBy reads the token of the live lease owner holds on key, if any.
-func (l *Locker) ownedBy(ctx context.Context, q dialect.Querier, key, owner string) (token int64, held bool, err error) {
-	switch err := dialect.QueryRow(ctx, q, l.fifo.sql.Owned, key, owner).Scan(&token); {
-	case err == nil:
-		return token, true, nil
-	case errors.Is(err, sql.ErrNoRows):
-		return 0, false, nil
-	default:
-		return 0, false, l.wrapErr("read the holder of", key, err)
+	_, held, err := l.d.Owned(ctx, l.q, key, owner)
+	if err != nil {
+		return false, l.wrapErr("read the holder of", key, err)
 	}
+	return held, nil
 }
 
 // holdsAs reports whether this Locker holds key under owner.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dblockhq/dblock/internal/dialect"
+	"github.com/dblockhq/dblock/internal/fifo"
 )
 
 // A release in FIFO mode may give the key straight to the oldest live ticket
@@ -31,55 +32,22 @@ func (l *Locker) grantable(lc lockConfig) bool {
 }
 
 // adopt makes the Lock of the lease a release gave to memo, as try does for
-// a lease it took. The lease began st.age before st was read, by the
+// a lease it took. The lease began st.Age before st was read, by the
 // database clock; its local start is put that much before the read was
 // sent, so the local end of the lease is never later than the database's.
-func (l *Locker) adopt(key string, lc lockConfig, memo string, st queueState) (*Lock, error) {
+func (l *Locker) adopt(key string, lc lockConfig, memo string, st fifo.State) (*Lock, error) {
 	lc.owner = memo
-	lk := l.newLock(key, lc, st.granted, st.sent.Add(-st.age))
-	lk.succ = st.succ
+	lk := l.newLock(key, lc, st.Granted, st.Sent.Add(-st.Age))
+	lk.succ = st.Succ
 	if !l.leases.Register(lk) {
 		_ = lk.release(context.Background(), ErrClosed)
 		return nil, ErrClosed
 	}
-	l.fifo.grants.Add(1)
+	l.fifo.Granted()
 	if l.debugging() {
-		l.log.Debug("dblock: granted", "key", key, "token", st.granted, "age", st.age)
+		l.log.Debug("dblock: granted", "key", key, "token", st.Granted, "age", st.Age)
 	}
 	return lk, nil
-}
-
-// leaveTicket deletes ticket t of a call that leaves the queue without the
-// key. A ticket found gone may have been granted to memo (not ""): a grant
-// deletes it in the same commit (or, by ticket, leaves it expired: then
-// any ticket may have been), and a delete waits for a grant in flight
-// (which locks the ticket first), so once the delete is done any grant is
-// visible; the lease it gave is released.
-func (l *Locker) leaveTicket(key string, t int64, memo string) {
-	deleted := l.deleteTicket(key, t)
-	if memo == "" || deleted && !l.grantsByTicket() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-	defer cancel()
-	token, held, err := l.ownedBy(ctx, l.db, key, memo)
-	if err == nil && held {
-		_, err = l.acq.Release(ctx, l.db, key, memo, token, false)
-		if err == nil {
-			l.log.Debug("dblock: released a grant its call had left", "key", key, "token", token)
-		}
-	}
-	if err != nil {
-		l.log.Warn("dblock: a lease granted to a call that left may run out with its lease", "key", key, "err", err)
-	}
-}
-
-// grantsByTicket reports whether the dialect's grants leave the ticket
-// expired, not deleted (dialect.Passer ByTicket): a ticket deleted may
-// have been granted.
-func (l *Locker) grantsByTicket() bool {
-	p := l.d.Passer()
-	return p != nil && p.ByTicket()
 }
 
 // handGrant gives the lease a release of ours, sent at sent, granted to
@@ -97,14 +65,14 @@ func (l *Locker) handGrant(key string, g dialect.Grant, sent time.Time, after in
 	lc.owner = w.Memo()
 	lk := l.newLock(key, lc, g.Token, sent)
 	if after != g.Ticket {
-		lk.succ.next = after
+		lk.succ.Next = after
 	}
 	if !l.leases.Register(lk) { // closed meanwhile
 		l.waits.Finish(w, nil, false, "")
 		_ = lk.release(context.Background(), ErrClosed)
 		return true
 	}
-	l.fifo.grants.Add(1)
+	l.fifo.Granted()
 	l.waits.Finish(w, lk, true, "")
 	return true
 }

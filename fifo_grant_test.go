@@ -208,36 +208,6 @@ func TestFIFOGrantStatement(t *testing.T) {
 	}
 }
 
-// The read of the queue reports the lease held under a waiting call's memo
-// and its age by the database clock, from which the call dates a lease it
-// was granted: in the right unit, on every dialect.
-func TestFIFOGrantLeaseAge(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
-		l, db, table := dbtest.Locker(t, d, dblock.WithTTL(5*time.Minute))
-		ctx := ctxT(t, time.Minute)
-		const key, memo = "fifo-grant-age", "aged-owner"
-		lk := mustLock(t)(l.TryLock(ctx, key, dblock.Owner(memo)))
-		back := map[dblock.Dialect]string{
-			dblock.Postgres: `update_time - interval '10 seconds'`,
-			dblock.MySQL:    `update_time - INTERVAL 10 SECOND`,
-			dblock.SQLite:   `update_time - 10000000`,
-		}[d]
-		resume := dblock.StallHeartbeat(l) // no renewal moves it forward again
-		defer resume()
-		mustExec(t, db, `UPDATE `+quote(d, table)+` SET update_time = `+back+` WHERE key_id = `+bind(d, 1), key)
-		token, age, err := dblock.LeaseAge(ctx, l, key, memo)
-		if err != nil {
-			t.Fatalf("read: %v", err)
-		}
-		if token != lk.Token() || age < 10*time.Second || age > 10*time.Second+time.Minute {
-			t.Fatalf("token %d (want %d), age %v (want 10 s and the test's run time at most)", token, lk.Token(), age)
-		}
-		if token, age, err := dblock.LeaseAge(ctx, l, key, "someone-else"); err != nil || token != 0 || age != 0 {
-			t.Fatalf("another memo: token %d, age %v, err %v; want none", token, age, err)
-		}
-	})
-}
-
 // A waiting call whose read of the queue came just before a release gave it
 // the key sends its take after the grant: the take must not re-enter the
 // granted lease (it would hold it at depth 2, and its Unlock would leave it

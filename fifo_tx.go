@@ -41,6 +41,6 @@ func (l *Locker) lockTxFIFO(ctx context.Context, tx *sql.Tx, td dialect.Tx, key 
 	if err != nil {
 		return nil, err
 	}
-	l.dequeue(key, t)
+	l.fifo.Dequeue(key, t)
 	return tl, nil
 }

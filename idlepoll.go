@@ -33,12 +33,12 @@ func (h *idleHost) WakeHead(key string) { h.waits.WakeHead(key) }
 func (h *idleHost) GrantedHere(key string) bool {
 	l := (*Locker)(h)
 	memo := l.waits.HeadMemo(key)
-	if memo == "" || !l.grantsByTicket() {
+	if memo == "" || !l.fifo.ByTicket() {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(l.ctx, wait.ReadTimeout)
 	defer cancel()
-	_, held, err := l.ownedBy(ctx, l.q, key, memo)
+	_, held, err := l.d.Owned(ctx, l.q, key, memo)
 	return held && err == nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dblockhq/dblock/internal/dialect"
+	"github.com/dblockhq/dblock/internal/fifo"
 	"github.com/dblockhq/dblock/internal/lease"
 )
 
@@ -32,7 +33,7 @@ type Lock struct {
 	// reads it then, as others may have queued since). Both under l.mu;
 	// read only in FIFO mode.
 	dequeued <-chan struct{}
-	succ     successors
+	succ     fifo.Successors
 
 	ctx    context.Context // done when the lock ends; Cause says why
 	cancel context.CancelCauseFunc
@@ -259,12 +260,12 @@ func (k *Lock) releaseRow(ctx context.Context, uncertain bool) (wake bool, err e
 	if k.l.cfg.fifo && !k.l.isClosed() {
 		p = k.l.d.Passer()
 	}
-	pass := p != nil && (notify || k.l.fifo.queuing(k.key) || !k.l.notifying())
+	pass := p != nil && (notify || k.l.fifo.Queuing(k.key) || !k.l.notifying())
 	dequeued, succ := k.fifoState()
 	// A grant does not wait for the lock's ticket to go, but the release
 	// returns only once it has: no ticket outlives its Unlock.
 	defer awaitClosed(dequeued)
-	next := succ.next
+	next := succ.Next
 	byTicket := pass && p.ByTicket()
 	var granted dialect.Grant
 	var sent time.Time
@@ -311,7 +312,7 @@ func (k *Lock) releaseRow(ctx context.Context, uncertain bool) (wake bool, err e
 		// events will wake them. Without events our first waiter, which
 		// sent no read while we held the key, polls again at its pace:
 		// its turn may come at the grantee's release.
-		wake = !k.l.handGrant(k.key, granted, sent, succ.after) &&
+		wake = !k.l.handGrant(k.key, granted, sent, succ.After) &&
 			(k.l.waits.Told(k.key, granted.Ticket) || !k.l.notifying())
 	}
 	return wake, nil
@@ -319,9 +320,9 @@ func (k *Lock) releaseRow(ctx context.Context, uncertain bool) (wake bool, err e
 
 // fifoState returns the lock's dequeued and succ (nil and none outside
 // FIFO mode).
-func (k *Lock) fifoState() (<-chan struct{}, successors) {
+func (k *Lock) fifoState() (<-chan struct{}, fifo.Successors) {
 	if !k.l.cfg.fifo {
-		return nil, successors{}
+		return nil, fifo.Successors{}
 	}
 	k.l.mu.Lock()
 	defer k.l.mu.Unlock()

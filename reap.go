@@ -70,7 +70,7 @@ func (l *Locker) Reap(ctx context.Context) (int, error) {
 
 // reapQueue deletes expired FIFO tickets (see Reap).
 func (l *Locker) reapQueue(ctx context.Context) {
-	n, err := l.reapTickets(ctx)
+	n, err := l.fifo.Reap(ctx)
 	if err != nil {
 		l.log.Warn("dblock: reaping expired FIFO tickets failed", "err", err)
 	}

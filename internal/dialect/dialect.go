@@ -133,6 +133,9 @@ type Dialect interface {
 	List(ctx context.Context, q Querier) ([]Info, error)
 	// Get returns key's live holder; ok is false when nothing holds it.
 	Get(ctx context.Context, q Querier, key string) (Info, bool, error)
+	// Owned reads the token of the live lease owner holds on key; held is
+	// false, with a nil error, when owner holds none.
+	Owned(ctx context.Context, q Querier, key, owner string) (token int64, held bool, err error)
 	// ForceRelease releases key whoever holds it and returns what held it;
 	// ok is false when nothing live held the key.
 	ForceRelease(ctx context.Context, q Querier, key string) (Info, bool, error)
@@ -284,8 +287,6 @@ type QueueSQL struct {
 	Dequeue, Forget string
 	// Reap deletes at most ReapBatch expired tickets.
 	Reap string
-	// Owned reads the token of (key, memo)'s live row on the lock table.
-	Owned string
 }
 
 // Passer is a release that, when it takes the last level, gives the key to

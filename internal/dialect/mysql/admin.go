@@ -29,6 +29,11 @@ ORDER BY key_id`))
 	return dialect.ScanInfos(rows)
 }
 
+// Owned implements dialect.Dialect.
+func (m *mysqlDialect) Owned(ctx context.Context, q dialect.Querier, key, owner string) (int64, bool, error) {
+	return dialect.OwnedRow(dialect.QueryRow(ctx, q, m.ownedSQL, key, owner))
+}
+
 // Get implements dialect.Dialect.
 func (m *mysqlDialect) Get(ctx context.Context, q dialect.Querier, key string) (dialect.Info, bool, error) {
 	return dialect.ScanOne(q.QueryRowContext(ctx, m.getSQL, key))

@@ -38,6 +38,7 @@ type mysqlDialect struct {
 	renewCheckSQL           string
 	reapFenceSQL, reapScan  string
 	reapLockSQL, reapDelSQL string
+	ownedSQL                string
 	getSQL, setDataSQL      string
 	liveSQL                 string
 	takeAnySQL, takenAnySQL string
@@ -137,6 +138,7 @@ func build(cfg dialect.Config, tidb bool) *mysqlDialect {
 	m.renewLockKeysSQL = queries.Get("renewLockKeys", r)
 	m.renewCheckKeysSQL = queries.Get("renewCheckKeys", r)
 	m.getSQL = queries.Get("get", m.adminReplacer())
+	m.ownedSQL = queries.Get("owned", m.adminReplacer())
 	m.setDataSQL = queries.Get("setData", r)
 	m.liveSQL = queries.Get("live", r)
 	m.takeAnySQL = queries.Get("takeAny", r)

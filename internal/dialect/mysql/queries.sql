@@ -233,11 +233,12 @@ DELETE FROM {q} WHERE ticket = ?
 -- name: queue.forget
 DELETE FROM {q} WHERE key_id = ? AND memo = ?
 
--- name: queue.owned
-SELECT token FROM {t} WHERE key_id = ? AND memo = ? AND depth > 0 AND NOT ({expired})
-
 -- name: queue.reap
 DELETE FROM {q} WHERE NOT ({live}) LIMIT {limit}
+
+-- The token of (key, memo)'s live row, if any.
+-- name: owned
+SELECT token FROM {t} WHERE key_id = ? AND memo = ? AND depth > 0 AND NOT ({expired})
 
 -- name: get
 SELECT {cols} FROM {t} WHERE key_id = ? AND depth > 0 AND NOT ({expired})

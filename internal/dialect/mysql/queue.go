@@ -23,7 +23,6 @@ func (m *mysqlDialect) Queue() *dialect.QueueSQL {
 			func(int) string { return "?" }),
 		Dequeue: queries.Get("queue.dequeue", r),
 		Forget:  queries.Get("queue.forget", r),
-		Owned:   queries.Get("queue.owned", r),
 		Reap:    queries.Get("queue.reap", r),
 	}
 }

@@ -29,6 +29,11 @@ ORDER BY l.key_id COLLATE "C"`))
 	return dialect.ScanInfos(rows)
 }
 
+// Owned implements dialect.Dialect.
+func (p *postgres) Owned(ctx context.Context, q dialect.Querier, key, owner string) (int64, bool, error) {
+	return dialect.OwnedRow(dialect.QueryRow(ctx, q, p.ownedSQL, key, owner))
+}
+
 // Get implements dialect.Dialect.
 func (p *postgres) Get(ctx context.Context, q dialect.Querier, key string) (dialect.Info, bool, error) {
 	return dialect.ScanOne(q.QueryRowContext(ctx, p.getSQL, key))

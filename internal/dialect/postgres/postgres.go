@@ -27,6 +27,7 @@ type postgres struct {
 	handoffSQL, heldSQL    string
 	heldKeysSQL            string
 	renewSQL, reapSQL      string
+	ownedSQL               string
 	getSQL, setDataSQL     string
 	takeAnySQL, ensureSQL  string
 	existingSQL            string
@@ -121,6 +122,7 @@ func build(table string, durableRelease, portable bool) *postgres {
 	p.renewSQL = queries.Get("renew", r)
 	p.reapSQL = queries.Get("reap", r)
 	p.getSQL = queries.Get("get", p.adminReplacer())
+	p.ownedSQL = queries.Get("owned", p.adminReplacer())
 	p.setDataSQL = queries.Get("setData", r)
 	p.takeAnySQL = queries.Get("takeAny", r)
 	p.existingSQL = queries.Get("existing", r)

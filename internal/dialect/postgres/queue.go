@@ -24,7 +24,6 @@ func (p *postgres) Queue() *dialect.QueueSQL {
 			func(i int) string { return "$" + strconv.Itoa(i) }),
 		Dequeue: queries.Get("queue.dequeue", r),
 		Forget:  queries.Get("queue.forget", r),
-		Owned:   queries.Get("queue.owned", r),
 		Reap:    queries.Get("queue.reap", r),
 	}
 }

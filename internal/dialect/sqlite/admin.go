@@ -27,6 +27,11 @@ ORDER BY key_id`))
 	return dialect.ScanInfos(rows)
 }
 
+// Owned implements dialect.Dialect.
+func (s *sqliteDialect) Owned(ctx context.Context, q dialect.Querier, key, owner string) (int64, bool, error) {
+	return dialect.OwnedRow(dialect.QueryRow(ctx, q, s.ownedSQL, key, owner))
+}
+
 // Get implements dialect.Dialect.
 func (s *sqliteDialect) Get(ctx context.Context, q dialect.Querier, key string) (dialect.Info, bool, error) {
 	return dialect.ScanOne(q.QueryRowContext(ctx, s.getSQL, key))

@@ -74,11 +74,12 @@ DELETE FROM {q} WHERE ticket = ?1
 -- name: queue.forget
 DELETE FROM {q} WHERE key_id = ?1 AND memo = ?2
 
--- name: queue.owned
-SELECT token FROM {t} WHERE key_id = ?1 AND memo = ?2 AND depth > 0 AND NOT ({expired})
-
 -- name: queue.reap
 DELETE FROM {q} WHERE ticket IN (SELECT ticket FROM {q} WHERE NOT ({live}) LIMIT {limit})
+
+-- The token of (key, memo)'s live row, if any.
+-- name: owned
+SELECT token FROM {t} WHERE key_id = ?1 AND memo = ?2 AND depth > 0 AND NOT ({expired})
 
 -- name: get
 SELECT {cols} FROM {t} WHERE key_id = ?1 AND depth > 0 AND NOT ({expired})

@@ -19,7 +19,6 @@ func (s *sqliteDialect) Queue() *dialect.QueueSQL {
 			func(i int) string { return "?" + strconv.Itoa(i) }),
 		Dequeue: queries.Get("queue.dequeue", r),
 		Forget:  queries.Get("queue.forget", r),
-		Owned:   queries.Get("queue.owned", r),
 		Reap:    queries.Get("queue.reap", r),
 	}
 }

@@ -48,6 +48,7 @@ type sqliteDialect struct {
 	renewSQL, reapSQL      string
 	takeAnySQL, ensureSQL  string
 	existingSQL            string
+	ownedSQL               string
 	getSQL, setDataSQL     string
 	versionDDL             string
 }
@@ -84,6 +85,7 @@ func New(cfg dialect.Config) dialect.Dialect {
 	s.existingSQL = queries.Get("existing", r)
 	s.ensureSQL = queries.Get("ensure", r)
 	s.getSQL = queries.Get("get", s.adminReplacer())
+	s.ownedSQL = queries.Get("owned", s.adminReplacer())
 	s.setDataSQL = queries.Get("setData", r)
 	s.versionDDL = `CREATE TABLE IF NOT EXISTS ` + s.Quote(table+"_version") + ` (
     version    INTEGER NOT NULL PRIMARY KEY,

@@ -1,0 +1,391 @@
+package fifo
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dblockhq/dblock/internal/dberr"
+	"github.com/dblockhq/dblock/internal/dialect"
+)
+
+// NoTicket is the ticket number of a call that holds none: every live
+// ticket is ahead of it.
+const NoTicket = math.MaxInt64
+
+// ErrTicketLost says that a waiter's own ticket ran out: it queues again.
+var ErrTicketLost = errors.New("dblock: FIFO ticket expired")
+
+// maxOps bounds a Locker's queue operations in flight: reads of a key's
+// queue (every arriving call makes one), ticket inserts and ticket
+// deletes. A burst of arrivals (or of waiters giving up) then costs that
+// many connections at most, not one each, which a pool without a limit
+// would open until the server refused them. Waiting calls behind the first
+// of their Locker send nothing.
+const maxOps = 8
+
+// Config is what a Queue needs of its Locker.
+type Config struct {
+	D   dialect.Dialect // its Queue statements, Classify, Owned, Passer
+	DB  *sql.DB
+	Q   dialect.Querier // DB through prepared statements
+	ID  string          // names the Locker in ticket memos
+	TTL time.Duration   // a ticket's lease
+	// Heartbeat is the period of ticket renewals.
+	Heartbeat time.Duration
+	// ReleaseTimeout bounds a ticket's delete, and the release of a grant
+	// whose call left.
+	ReleaseTimeout time.Duration
+	Log            *slog.Logger
+	// Ctx ends when the Locker closes: the renewals stop.
+	Ctx context.Context
+	// Spawn runs f as one of the Locker's goroutines, which its Close
+	// waits for; false, without running f, once it is closed.
+	Spawn func(f func()) bool
+	// Closed reports whether the Locker is closed.
+	Closed func() bool
+	// Bound returns the context a ticket's insert runs under: not cut
+	// short by ctx, but ending within the Locker's release bound.
+	Bound func(ctx context.Context) context.Context
+	// WrapErr turns a driver error of operation op on key into the
+	// Locker's.
+	WrapErr func(op, key string, err error) error
+	// Release releases the lease memo holds on key under token, which a
+	// release granted to a call that left (Leave).
+	Release func(ctx context.Context, key, memo string, token int64) error
+}
+
+// Queue is what a Locker keeps of its tickets: the ones its waiting calls
+// hold, which one goroutine renews. Its statements serve Reap in any
+// mode. Make one with New.
+type Queue struct {
+	c   Config
+	sql *dialect.QueueSQL
+	ops chan struct{} // one per queue operation in flight (do)
+
+	mu      sync.Mutex
+	tickets map[int64]string // ticket → key, under mu
+	// queued counts per key the calls that hold a ticket in tickets or
+	// are inserting one, under mu: a release of ours grants while it is
+	// not zero, even before the call waits.
+	queued map[string]int
+
+	started  atomic.Bool  // the renewing goroutine was started (or refused)
+	renewals atomic.Int64 // renewal rounds done (tests wait on it)
+	grants   atomic.Int64 // leases given to our calls by a release (Granted)
+	// hookQueued, when set (by tests), runs after a call's ticket is
+	// inserted, before the call waits its turn.
+	hookQueued atomic.Pointer[func()]
+}
+
+// New returns the Queue of the Locker c describes. It sends nothing and
+// starts nothing until the first ticket.
+func New(c Config) *Queue {
+	return &Queue{c: c, sql: c.D.Queue(), ops: make(chan struct{}, maxOps),
+		tickets: make(map[int64]string), queued: make(map[string]int)}
+}
+
+// queue counts a call of ours that is about to insert a ticket for key.
+func (f *Queue) queue(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.queued[key]++
+}
+
+// unqueue undoes queue for a call that got no ticket.
+func (f *Queue) unqueue(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.unqueueLocked(key)
+}
+
+func (f *Queue) unqueueLocked(key string) {
+	if f.queued[key] <= 1 {
+		delete(f.queued, key)
+		return
+	}
+	f.queued[key]--
+}
+
+// keep records ticket t, inserted for key by a call counted by queue.
+func (f *Queue) keep(key string, t int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tickets[t] = key
+}
+
+// SetQuerier makes the Queue send its prepared statements through q, as
+// its Locker does when a test counts them. It is for tests, before the
+// Queue is used.
+func (f *Queue) SetQuerier(q dialect.Querier) { f.c.Q = q }
+
+// Forget drops ticket t, deleted or granted: it is renewed no more, and its
+// call no longer counts as queued.
+func (f *Queue) Forget(t int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if key, ok := f.tickets[t]; ok {
+		delete(f.tickets, t)
+		f.unqueueLocked(key)
+	}
+}
+
+// Queuing reports whether a call of ours holds or is inserting a ticket
+// for key.
+func (f *Queue) Queuing(key string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.queued[key] > 0
+}
+
+// Tickets reports how many tickets the Queue keeps (and renews) for its
+// calls.
+func (f *Queue) Tickets() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.tickets)
+}
+
+// do runs fn as one of the queue operations in flight, once a place is
+// free; ctx's error, without running fn, if ctx ends first.
+func (f *Queue) do(ctx context.Context, fn func()) error {
+	select {
+	case f.ops <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-f.ops }()
+	fn()
+	return nil
+}
+
+// Enqueue inserts a ticket for key and keeps it renewed until Dequeue. A
+// ticket nobody knows of would hold up the queue for a whole lease, so the
+// insert is not cut short by ctx (it ends within the release bound); a ctx
+// that ended meanwhile deletes the ticket again. After an insert whose
+// outcome is unknown (the connection failed), the ticket is deleted by its
+// memo, which names the Locker and the call, or is the grant memo of owner
+// when owner is not "" (a release may then give the key to owner: Passer).
+// closed is returned, unwrapped, when the Locker is closed.
+func (f *Queue) Enqueue(ctx context.Context, key, owner string, closed error) (int64, error) {
+	if !f.startRenewal() {
+		return 0, closed
+	}
+	f.queue(key)
+	memo := fmt.Sprintf("%s.%016x", f.c.ID, rand.Uint64())
+	if owner != "" {
+		memo = dialect.GrantMemo(owner)
+	}
+	ms := f.c.TTL.Milliseconds()
+	var t int64
+	var err error
+	if werr := f.do(ctx, func() {
+		bound := f.c.Bound(ctx)
+		if f.sql.Returning {
+			err = dialect.QueryRow(bound, f.c.Q, f.sql.Enqueue, key, memo, ms).Scan(&t)
+		} else {
+			var res sql.Result
+			if res, err = f.c.Q.ExecContext(bound, f.sql.Enqueue, key, memo, ms); err == nil {
+				t, err = res.LastInsertId()
+			}
+		}
+		if err != nil {
+			if _, derr := f.c.DB.ExecContext(f.c.Bound(ctx), f.sql.Forget, key, memo); derr != nil {
+				f.c.Log.Warn("dblock: a FIFO ticket may be left to run out with its lease", "key", key, "err", derr)
+			}
+		}
+	}); werr != nil {
+		f.unqueue(key)
+		return 0, fmt.Errorf("dblock: waiting for %q: %w", key, dberr.Ctx(ctx))
+	}
+	if err != nil {
+		f.unqueue(key)
+		return 0, f.c.WrapErr("queue for", key, err)
+	}
+	f.keep(key, t)
+	if ctx.Err() != nil {
+		f.Dequeue(key, t)
+		return 0, fmt.Errorf("dblock: waiting for %q: %w", key, dberr.Ctx(ctx))
+	}
+	return t, nil
+}
+
+// Dequeue deletes ticket t. A ticket that cannot be deleted is left to run
+// out: its lease ends, and its successors pass it.
+func (f *Queue) Dequeue(key string, t int64) { f.delete(key, t) }
+
+// delete deletes ticket t and reports whether it did: false when there
+// was no such ticket, or the statement failed.
+func (f *Queue) delete(key string, t int64) bool {
+	f.Forget(t)
+	var q dialect.Querier = f.c.Q
+	if f.c.Closed() {
+		q = f.c.DB // the statement cache is closed, or about to be
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), f.c.ReleaseTimeout)
+	defer cancel()
+	var err error
+	var n int64
+	if werr := f.do(ctx, func() {
+		var res sql.Result
+		if res, err = q.ExecContext(ctx, f.sql.Dequeue, t); err == nil {
+			n, err = res.RowsAffected()
+		}
+	}); werr != nil {
+		err = werr
+	}
+	if err != nil {
+		f.c.Log.Warn("dblock: deleting a FIFO ticket failed; it runs out with its lease", "key", key, "ticket", t, "err", err)
+	}
+	return n > 0
+}
+
+// DequeueAsync deletes ticket t in the background, as one of the Locker's
+// goroutines (its Close waits for it), and returns a channel closed when
+// done.
+func (f *Queue) DequeueAsync(key string, t int64) <-chan struct{} {
+	done := make(chan struct{})
+	if !f.c.Spawn(func() {
+		defer close(done)
+		f.Dequeue(key, t)
+	}) {
+		f.Dequeue(key, t)
+		close(done)
+	}
+	return done
+}
+
+// Leave deletes ticket t of a call that leaves the queue without the
+// key. A ticket found gone may have been granted to memo (not ""): a grant
+// deletes it in the same commit (or, by ticket, leaves it expired: then
+// any ticket may have been), and a delete waits for a grant in flight
+// (which locks the ticket first), so once the delete is done any grant is
+// visible; the lease it gave is released.
+func (f *Queue) Leave(key string, t int64, memo string) {
+	deleted := f.delete(key, t)
+	if memo == "" || deleted && !f.ByTicket() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), f.c.ReleaseTimeout)
+	defer cancel()
+	token, held, err := f.c.D.Owned(ctx, f.c.DB, key, memo)
+	if err != nil {
+		err = f.c.WrapErr("read the holder of", key, err)
+	} else if held {
+		err = f.c.Release(ctx, key, memo, token)
+		if err == nil {
+			f.c.Log.Debug("dblock: released a grant its call had left", "key", key, "token", token)
+		}
+	}
+	if err != nil {
+		f.c.Log.Warn("dblock: a lease granted to a call that left may run out with its lease", "key", key, "err", err)
+	}
+}
+
+// ByTicket reports whether the dialect's grants leave the ticket expired,
+// not deleted (dialect.Passer ByTicket): a ticket deleted may have been
+// granted.
+func (f *Queue) ByTicket() bool {
+	p := f.c.D.Passer()
+	return p != nil && p.ByTicket()
+}
+
+// Granted counts a lease a release gave to one of our calls.
+func (f *Queue) Granted() { f.grants.Add(1) }
+
+// Grants reports how many leases releases gave to our calls.
+func (f *Queue) Grants() int64 { return f.grants.Load() }
+
+// Renewals reports how many rounds of ticket renewals have run.
+func (f *Queue) Renewals() int64 { return f.renewals.Load() }
+
+// OnQueued makes Queued run hook (tests).
+func (f *Queue) OnQueued(hook func()) { f.hookQueued.Store(&hook) }
+
+// Queued is called by each waiting call once its ticket is inserted,
+// before it waits its turn: it runs the hook OnQueued set, if any.
+func (f *Queue) Queued() {
+	if hook := f.hookQueued.Load(); hook != nil {
+		(*hook)()
+	}
+}
+
+// startRenewal starts the goroutine that renews the tickets, once; false
+// when the Locker is closed (a Spawn refused then: no other start is
+// tried). It holds no lock of its own while Spawn takes the Locker's.
+func (f *Queue) startRenewal() bool {
+	if f.started.CompareAndSwap(false, true) && !f.c.Spawn(f.renewLoop) {
+		return false
+	}
+	return !f.c.Closed()
+}
+
+// renewLoop renews every ticket the Queue holds once per heartbeat
+// interval, in statements of at most dialect.MaxBatch tickets, until the
+// Locker closes.
+func (f *Queue) renewLoop() {
+	// Offset the first round by up to a tenth of the interval, so that
+	// Lockers started together do not renew in step.
+	period := f.c.Heartbeat
+	tick := time.NewTimer(period - rand.N(period/10+1))
+	defer tick.Stop()
+	for {
+		select {
+		case <-f.c.Ctx.Done():
+			return
+		case <-tick.C:
+		}
+		f.renew()
+		tick.Reset(period)
+	}
+}
+
+func (f *Queue) renew() {
+	f.mu.Lock()
+	ts := make([]any, 0, len(f.tickets))
+	for t := range f.tickets {
+		ts = append(ts, t)
+	}
+	f.mu.Unlock()
+	for len(ts) > 0 {
+		n := min(len(ts), dialect.MaxBatch)
+		ctx, cancel := context.WithTimeout(f.c.Ctx, f.c.Heartbeat)
+		_, err := f.c.Q.ExecContext(ctx, f.sql.Renew.Text(n), ts[:n]...)
+		cancel()
+		if err != nil && f.c.Ctx.Err() == nil {
+			f.c.Log.Warn("dblock: renewing FIFO tickets failed", "tickets", n, "err", err)
+		}
+		ts = ts[n:]
+	}
+	f.renewals.Add(1)
+}
+
+// Reap deletes expired tickets, after the Locker's Reap. A database
+// migrated before version 3 has no ticket table, and nothing to delete.
+func (f *Queue) Reap(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		res, err := f.c.DB.ExecContext(ctx, f.sql.Reap)
+		if err != nil {
+			if f.c.D.Classify(err) == dialect.NoTable {
+				return total, nil
+			}
+			return total, f.c.WrapErr("reap tickets", "", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, err
+		}
+		total += int(n)
+		if n < dialect.ReapBatch {
+			return total, nil
+		}
+	}
+}
