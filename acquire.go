@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dblockhq/dblock/internal/clock"
 	"github.com/dblockhq/dblock/internal/dialect"
 	"github.com/dblockhq/dblock/internal/fair"
+	"github.com/dblockhq/dblock/internal/fifo"
 	"github.com/dblockhq/dblock/internal/lockrun"
 )
 
@@ -120,10 +122,29 @@ func (l *Locker) lock(ctx context.Context, key string, lc lockConfig) (*Lock, er
 			return lk, err
 		}
 	}
-	w := l.waits.Join(key, lc)
+	var s waitStep
+	return l.waitFor(ctx, key, l.waits.Join(key, lc), &s, lastErr)
+}
+
+// waitFor is the one wait loop, of Lock and of a FIFO call's turn
+// (waitTurn): w waits for key among this Locker's waiters; whenever it may
+// ask the database (s.mayAsk), and this Locker does not hold the key, s
+// tries to take it. It returns the lock taken, handed over or granted, or
+// the error that ended the wait; lastErr is the last transient error
+// ridden out before it.
+//
+// The goroutines of one Locker waiting for one key queue, and only the
+// first of them asks (a FIFO waiter told that a release gave it the key
+// asks too), so waiters cost one query per wake-up however many there are.
+// Each is woken by a release of ours, a release event (LISTEN/NOTIFY, a
+// bell), or its poll timer; a key held by the same acquisition poll after
+// poll goes to the idle poller, which reads every such key in one
+// statement. While it waits, it tells holders elsewhere that it waits,
+// every half wantWindow, so that their releases notify.
+func (l *Locker) waitFor(ctx context.Context, key string, w *waiter, s *waitStep, lastErr error) (*Lock, error) {
 	defer l.leaveQueue(key, w)
 	l.ev.Ensure()
-	b := l.waitBackoff(lc.ttl)
+	b := l.waitBackoff(w.Cfg.ttl)
 	poll := l.clock.NewTimer()
 	defer poll.Stop()
 	var wantAgain time.Time // when to tell holders again that we wait
@@ -138,57 +159,120 @@ func (l *Locker) lock(ctx context.Context, key string, lc lockConfig) (*Lock, er
 			polled = true
 		case lk := <-w.Grant:
 			if lk != nil {
-				return lk, nil // handed over by a release of ours
+				return lk, nil // handed over or granted by a release of ours
 			}
 		case <-ctx.Done():
 			return nil, waitEnded(ctx, key, lastErr)
 		case <-l.closing:
 			return nil, ErrClosed
 		}
-		if !l.waits.IsHead(key, w) {
-			continue // woken by a stale signal; wait for our turn
-		}
-		if l.yielding(key, poll) {
-			continue // we just gave the key up: other Lockers go first
+		if !s.mayAsk(l, key, w, poll) {
+			continue
 		}
 		if !l.leases.Holds(key) && l.waits.BeginTry(key, w) {
-			var lk *Lock
-			err := ErrLocked
-			// A poll reads before it writes: a failed write attempt would
-			// lock the row, and cost the holder's next statement a wait.
-			held := false
-			if polled {
-				var token int64
-				if held, token = l.heldElsewhere(ctx, key, w.Cfg.owner); held {
-					idle.Saw(token)
-				}
-			}
-			if !held {
-				lk, err = l.try(ctx, key, w.Cfg)
-			}
-			if err != nil && l.uncertain(err) {
+			lk, wait, holder, err := s.attempt(ctx, l, key, w, polled, &b)
+			if !wait && err != nil && l.uncertain(err) {
 				l.freshOwner(w) // while trying: no handover reads it
 			}
 			l.waits.EndTry(w)
-			if !errors.Is(err, ErrLocked) {
-				if !l.rideOut(ctx, key, err, &lastErr) {
+			if !wait {
+				if err == nil || !l.rideOut(ctx, key, err, &lastErr) {
 					return lk, err
 				}
 				poll.Reset(b.Next())
 				continue
 			}
+			if holder != 0 {
+				idle.Saw(holder)
+			}
 			if time.Now().After(wantAgain) {
 				l.announceWant(ctx, key)
 				wantAgain = time.Now().Add(fair.WantWindow / 2)
 			}
-			if !l.leases.Holds(key) {
+			if !s.fifo && !l.leases.Holds(key) {
 				l.fair.Foreign(key)
 			}
 		}
 		// Held elsewhere, or by us (our release hands the key over, or
 		// wakes us), or being handed to us: wait, polling as a fallback.
-		poll.Reset(l.coldDelay(&idle, key, b, w.Cfg.ttl))
+		if d, cold := idle.Fallback(w.Cfg.ttl); cold {
+			poll.Reset(d)
+			continue
+		}
+		poll.Reset(s.delay(l, key, b))
 	}
+}
+
+// waitStep is what one waiting call does each time it may ask the
+// database: a plain waiter (the zero waitStep) takes the key; a FIFO
+// waiter (fifo set) reads its key's queue and takes the key at its
+// ticket's turn, or adopts the grant a release left it.
+type waitStep struct {
+	fifo bool
+	// FIFO only: the call's ticket, the memo a release may grant the key
+	// to, how the key is taken, the pace of its polls, and the successors
+	// its last read of the queue found.
+	t    int64
+	memo string
+	take take
+	pace fifo.Pace
+	succ fifo.Successors
+}
+
+// mayAsk reports whether w may ask the database now: a plain waiter when
+// it is the first, and its Locker does not stand back from the key (poll
+// is then set for when it may); a FIFO waiter when it is the first or was
+// told of a grant.
+func (s *waitStep) mayAsk(l *Locker, key string, w *waiter, poll *clock.Timer) bool {
+	if s.fifo {
+		return l.waits.MayAsk(key, w)
+	}
+	if !l.waits.IsHead(key, w) {
+		return false // woken by a stale signal; wait for our turn
+	}
+	return !l.yielding(key, poll) // we just gave the key up: other Lockers go first
+}
+
+// attempt is one try of w's: it returns the lock, or wait (err then wraps
+// ErrLocked), with holder the token of the acquisition seen holding the
+// key that should count towards the idle poller (0: none). A plain waiter's
+// poll reads before it writes: a failed write attempt would lock the row,
+// and cost the holder's next statement a wait. A FIFO waiter's read may
+// start its backoff again (*b).
+func (s *waitStep) attempt(ctx context.Context, l *Locker, key string, w *waiter, polled bool, b **backoff) (lk *Lock, wait bool, holder int64, err error) {
+	if s.fifo {
+		st, granted, wait, err := l.takeTurn(ctx, key, w.Cfg, s.t, s.memo, s.take)
+		if !wait {
+			s.succ = st.Succ
+			return granted, false, 0, err
+		}
+		if s.pace.Saw(st.Ahead) {
+			*b = l.waitBackoff(w.Cfg.ttl)
+		}
+		if s.pace.Near() && st.Holder != 0 && !l.notifying() {
+			// Next in line or the one after (both poll at NearPoll), the
+			// key held: without events, a waiter whose holder keeps the
+			// key goes to the idle poller.
+			holder = st.Holder
+		}
+		return nil, true, holder, err
+	}
+	if polled {
+		if held, token := l.heldElsewhere(ctx, key, w.Cfg.owner); held {
+			return nil, true, token, ErrLocked // never returned: the call waits on
+		}
+	}
+	lk, err = l.try(ctx, key, w.Cfg)
+	return lk, errors.Is(err, ErrLocked), 0, err
+}
+
+// delay is the next poll's delay while the key is held (and not watched
+// by the idle poller).
+func (s *waitStep) delay(l *Locker, key string, b *backoff) time.Duration {
+	if s.fifo {
+		return s.pace.Next(l.notifying(), b.Next)
+	}
+	return l.pollDelay(key, b)
 }
 
 // Do takes key (waiting as Lock does), runs fn, and releases the lock. fn's

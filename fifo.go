@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/dblockhq/dblock/internal/fair"
 	"github.com/dblockhq/dblock/internal/fifo"
 	"github.com/dblockhq/dblock/internal/wait"
 )
@@ -171,67 +169,9 @@ func grantMemo(grant bool) string {
 // SQLite); those further back poll with backoff, and no waiter ever writes
 // before its turn.
 func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int64, memo string, take take) (*Lock, fifo.Successors, error) {
-	w := l.waits.JoinOrdered(key, lc, t, memo)
-	defer l.leaveQueue(key, w)
-	l.ev.Ensure()
-	b := l.waitBackoff(lc.ttl)
-	poll := l.clock.NewTimer()
-	defer poll.Stop()
-	var wantAgain time.Time
-	pace := fifo.Pace{ColdAfter: wait.ColdAfter}
-	idle := l.idle.Waiter(key) // the head, for a key held for long
-	defer idle.Leave()
-	var lastErr error // the last transient error ridden out
-	for {
-		select {
-		case <-w.Wake:
-			idle.Woke()
-		case <-poll.C:
-		case lk := <-w.Grant:
-			if lk != nil {
-				return lk, fifo.Successors{}, nil // granted by a release of ours (handGrant)
-			}
-		case <-ctx.Done():
-			return nil, fifo.Successors{}, waitEnded(ctx, key, lastErr)
-		case <-l.closing:
-			return nil, fifo.Successors{}, ErrClosed
-		}
-		if !l.waits.MayAsk(key, w) {
-			continue
-		}
-		if !l.leases.Holds(key) && l.waits.BeginTry(key, w) {
-			st, granted, wait, err := l.takeTurn(ctx, key, w.Cfg, t, memo, take)
-			if err != nil && !wait && l.uncertain(err) {
-				l.freshOwner(w) // while trying: no handover reads it
-			}
-			l.waits.EndTry(w)
-			if !wait {
-				if err == nil || !l.rideOut(ctx, key, err, &lastErr) {
-					return granted, st.Succ, err
-				}
-				poll.Reset(b.Next())
-				continue
-			}
-			if pace.Saw(st.Ahead) {
-				b = l.waitBackoff(lc.ttl)
-			}
-			if pace.Near() && st.Holder != 0 && !l.notifying() {
-				// Next in line or the one after (both poll at NearPoll),
-				// the key held: without events, a waiter whose holder
-				// keeps the key goes to the idle poller.
-				idle.Saw(st.Holder)
-			}
-			if time.Now().After(wantAgain) {
-				l.announceWant(ctx, key)
-				wantAgain = time.Now().Add(fair.WantWindow / 2)
-			}
-		}
-		if d, cold := idle.Fallback(w.Cfg.ttl); cold {
-			poll.Reset(d)
-			continue
-		}
-		poll.Reset(pace.Next(l.notifying(), b.Next))
-	}
+	s := waitStep{fifo: true, t: t, memo: memo, take: take, pace: fifo.Pace{ColdAfter: wait.ColdAfter}}
+	lk, err := l.waitFor(ctx, key, l.waits.JoinOrdered(key, lc, t, memo), &s, nil)
+	return lk, s.succ, err
 }
 
 // takeTurn takes key with take if ticket t is the oldest live ticket for it

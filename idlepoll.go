@@ -2,7 +2,6 @@ package dblock
 
 import (
 	"context"
-	"time"
 
 	"github.com/dblockhq/dblock/internal/wait"
 )
@@ -40,13 +39,4 @@ func (h *idleHost) GrantedHere(key string) bool {
 	defer cancel()
 	_, held, err := l.d.Owned(ctx, l.q, key, memo)
 	return held && err == nil
-}
-
-// coldDelay is how long a waiter waits before it polls on its own: half a
-// lease while the idle poller watches its key, else its own pace.
-func (l *Locker) coldDelay(idle *wait.ColdWaiter, key string, b *backoff, ttl time.Duration) time.Duration {
-	if d, ok := idle.Fallback(ttl); ok {
-		return d
-	}
-	return l.pollDelay(key, b)
 }
