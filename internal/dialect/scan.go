@@ -147,19 +147,6 @@ func ScanOne(row *sql.Row) (Info, bool, error) {
 	return i, err == nil, err
 }
 
-// OwnedRow reads the token of a lease's row, the only column of row:
-// held false, with a nil error, when there is none.
-func OwnedRow(row Row) (token int64, held bool, err error) {
-	switch err := row.Scan(&token); {
-	case err == nil:
-		return token, true, nil
-	case errors.Is(err, sql.ErrNoRows):
-		return 0, false, nil
-	default:
-		return 0, false, err
-	}
-}
-
 // ScanInfos reads every row with ScanInfo and closes rows.
 func ScanInfos(rows *sql.Rows) ([]Info, error) {
 	defer rows.Close()

@@ -31,7 +31,7 @@ ORDER BY key_id`))
 
 // Owned implements dialect.Dialect.
 func (m *mysqlDialect) Owned(ctx context.Context, q dialect.Querier, key, owner string) (int64, bool, error) {
-	return dialect.OwnedRow(dialect.QueryRow(ctx, q, m.ownedSQL, key, owner))
+	return dialect.ScanHeldToken(dialect.QueryRow(ctx, q, m.ownedSQL, key, owner))
 }
 
 // Get implements dialect.Dialect.

@@ -31,7 +31,7 @@ ORDER BY l.key_id COLLATE "C"`))
 
 // Owned implements dialect.Dialect.
 func (p *postgres) Owned(ctx context.Context, q dialect.Querier, key, owner string) (int64, bool, error) {
-	return dialect.OwnedRow(dialect.QueryRow(ctx, q, p.ownedSQL, key, owner))
+	return dialect.ScanHeldToken(dialect.QueryRow(ctx, q, p.ownedSQL, key, owner))
 }
 
 // Get implements dialect.Dialect.

@@ -29,7 +29,7 @@ ORDER BY key_id`))
 
 // Owned implements dialect.Dialect.
 func (s *sqliteDialect) Owned(ctx context.Context, q dialect.Querier, key, owner string) (int64, bool, error) {
-	return dialect.OwnedRow(dialect.QueryRow(ctx, q, s.ownedSQL, key, owner))
+	return dialect.ScanHeldToken(dialect.QueryRow(ctx, q, s.ownedSQL, key, owner))
 }
 
 // Get implements dialect.Dialect.
