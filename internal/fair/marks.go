@@ -62,6 +62,14 @@ func (m *Marks) Want(tag string) {
 	markUntil(&m.wanted, tag, time.Now().Add(WantWindow))
 }
 
+// AnyWanted reports whether another Locker said lately that it waits for
+// any key: callers ask first, and name a key's tag only then.
+func (m *Marks) AnyWanted() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.wanted) > 0
+}
+
 // Wanted reports whether another Locker said lately that it waits for the
 // key tagged tag.
 func (m *Marks) Wanted(tag string) bool {

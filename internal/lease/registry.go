@@ -82,7 +82,10 @@ type Registry[L comparable] struct {
 	held   map[L]struct{}
 	keys   map[string]int    // keys of held, with their count (and pins)
 	tags   map[string]string // notification tag → key, for held keys (TagOf only)
-	wakeAt time.Time         // when the loop next wakes (zero: not yet known)
+	// keyTags is tags the other way round, so that a key freed forgets
+	// its tag without computing it again (TagOf is an HMAC).
+	keyTags map[string]string
+	wakeAt  time.Time // when the loop next wakes (zero: not yet known)
 
 	kick  chan struct{} // wakes the loop for a lock due before wakeAt
 	kicks atomic.Int64  // kicks the loop received
@@ -107,6 +110,7 @@ func New[L comparable](ctx context.Context, cfg Config, entry func(L) *Entry, ho
 	}
 	if cfg.TagOf != nil {
 		r.tags = make(map[string]string)
+		r.keyTags = make(map[string]string)
 	}
 	return r
 }
@@ -143,8 +147,10 @@ func (r *Registry[L]) Register(lk L) bool {
 	if !e.maxHoldAt.IsZero() {
 		e.maxHold = time.AfterFunc(time.Until(e.maxHoldAt), func() { r.hooks.MaxHold(lk) })
 	}
-	if r.tags != nil {
-		r.tags[r.cfg.TagOf(e.key)] = e.key
+	if _, ok := r.keyTags[e.key]; !ok && r.tags != nil {
+		tag := r.cfg.TagOf(e.key)
+		r.tags[tag] = e.key
+		r.keyTags[e.key] = tag
 	}
 	// Wake the loop only if this lock is due before the loop's next wake-up:
 	// a new lock is nearly always due later, and a kick costs a pass over
@@ -255,8 +261,9 @@ func (r *Registry[L]) drop(key string) bool {
 		return false
 	}
 	delete(r.keys, key)
-	if r.tags != nil {
-		delete(r.tags, r.cfg.TagOf(key))
+	if tag, ok := r.keyTags[key]; ok {
+		delete(r.tags, tag)
+		delete(r.keyTags, key)
 	}
 	return true
 }
