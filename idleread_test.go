@@ -2,6 +2,9 @@ package dblock_test
 
 import (
 	"context"
+	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,6 +76,59 @@ func TestIdleReadHangs(t *testing.T) {
 		// (1 s) and wakes the waiter; the margin is for a loaded machine.
 		if late > 2500*time.Millisecond {
 			t.Fatalf("the key of a dead holder was taken %v after its lease ended, with the idle poller's reads hanging", late)
+		}
+	})
+}
+
+// A read of the idle poller that Close cuts short is no failure to report:
+// closing a Locker whose waiter had gone cold logged "the idle poller's
+// read failed" at warning level (context canceled), which `dblock run
+// --wait` printed on a held key, where it must print one line.
+func TestIdleReadCutByClose(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		const key = "idle-read-closed"
+		holder, db, table := dbtest.Locker(t, d)
+		lk, err := holder.Lock(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lk.Unlock(ctx)
+		logs := make(dbtest.Messages, 64)
+		l, err := dblock.New(db, dblock.WithTable(table), dblock.WithLogger(slog.New(logs)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Every read of the idle poller waits until its context ends: the
+		// Locker's Close ends it.
+		reading := make(chan struct{}, 1)
+		dblock.HookIdleRead(l, func(ctx context.Context) {
+			select {
+			case reading <- struct{}{}:
+			default:
+			}
+			<-ctx.Done()
+		})
+		wctx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			_, err := l.Lock(wctx, key)
+			done <- err
+		}()
+		<-reading // the waiter went cold, and the poller reads
+		stop()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Lock = %v, want context.Canceled", err)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		close(logs)
+		for m := range logs {
+			if strings.Contains(m, "idle poller") {
+				t.Errorf("Close logged %q", m)
+			}
 		}
 	})
 }

@@ -243,6 +243,11 @@ func (p *Idle) wakeFree(keys []string) (found bool, busy map[string]bool, ok boo
 		}
 		held, err := p.host.ReadHeld(ctx, batch)
 		cancel()
+		if err != nil && p.ctx.Err() != nil {
+			// Cut short by Close, which ends the waits too: nothing
+			// failed, and nobody is left to wake.
+			return found, busy, false
+		}
 		if err != nil {
 			ok = false
 			level := slog.LevelDebug
