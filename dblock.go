@@ -103,8 +103,9 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 		Held: func(key string) bool { return l.leases.Count(key) > 0 }}
 	l.ev = notify.New(l.ctx, d.Notifier(), db, l.spawn, l.log,
 		notify.Sink{Connected: func() { l.waits.WakeAll() }, Event: l.onEvent})
-	l.bell = bells.NewRinger(bells.Of(d), host)
-	l.ears = bells.NewEars(bells.Of(d), host)
+	b := bells.Of(d)
+	l.bell = bells.NewRinger(b, host)
+	l.ears = bells.NewEars(b, host)
 	l.idle = wait.NewIdle(l.ctx, l.spawn, l.log, (*idleHost)(l), l.ears, c.retryMax)
 	l.fifo = l.newFIFO()
 	l.leases = newLeases(l)

@@ -116,7 +116,11 @@ func TestIdleReadCutByClose(t *testing.T) {
 			_, err := l.Lock(wctx, key)
 			done <- err
 		}()
-		<-reading // the waiter went cold, and the poller reads
+		select {
+		case <-reading: // the waiter went cold, and the poller reads
+		case <-ctx.Done():
+			t.Fatal("the waiter never went to the idle poller")
+		}
 		stop()
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Fatalf("Lock = %v, want context.Canceled", err)

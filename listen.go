@@ -12,7 +12,11 @@ func (l *Locker) notifying() bool { return l.ev.On() }
 // and our queues know their tags; wanted marks are kept by tag.
 func (l *Locker) onEvent(released bool, from, tag string, granted int64) {
 	if released && from == "" {
-		l.recheckHeld(tag) // a ForceUnlock or a reap may have ended a lock of ours
+		// A ForceUnlock or a reap may have ended a lock of ours: renew
+		// at once every held lock on the key, so that a renewal that finds
+		// the row gone ends it with ErrTakenOver within a round trip, not
+		// at its next beat.
+		l.leases.Recheck(tag)
 	}
 	if released && granted != 0 {
 		if key, ok := l.waits.GrantEvent(tag, granted); ok && from != l.id {
@@ -35,14 +39,6 @@ func (l *Locker) onEvent(released bool, from, tag string, granted int64) {
 		return // our own waiters are known without the database
 	}
 	l.fair.Want(tag)
-}
-
-// recheckHeld makes the heartbeat renew at once every held lock on the key
-// tagged tag: a renewal that finds the row gone ends the lock with
-// ErrTakenOver, so a holder hears of a ForceUnlock within a round trip, not
-// at its next beat.
-func (l *Locker) recheckHeld(tag string) {
-	l.leases.Recheck(tag)
 }
 
 // wantedElsewhere reports whether another Locker said lately that it waits

@@ -278,7 +278,7 @@ func (r *Registry[L]) renewChunk(ctx context.Context, chunk []L) error {
 			e.nextBeat = start.Add(max(e.interval/4, 5*time.Millisecond))
 			continue
 		}
-		e.deadline = start.Add(e.ttl - SafetyMargin(e.ttl))
+		e.deadline = start.Add(e.ttl - safetyMargin(e.ttl))
 		e.nextBeat = start.Add(e.interval)
 	}
 	r.mu.Unlock()

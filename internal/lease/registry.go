@@ -10,11 +10,11 @@ import (
 	"github.com/dblockhq/dblock/internal/dialect"
 )
 
-// SafetyMargin is how long before the lease can end on the server the
+// safetyMargin is how long before the lease can end on the server the
 // holder is told that its lock is lost, when no renewal got through: a
 // tenth of the TTL covers clock-rate differences, a late heartbeat and the
 // holder's reaction (docs/design.md, "The safety margin").
-func SafetyMargin(ttl time.Duration) time.Duration { return ttl / 10 }
+func safetyMargin(ttl time.Duration) time.Duration { return ttl / 10 }
 
 // Entry is one acquisition's lease as its Registry keeps it. The owner's
 // lock value holds it (embedded, so that an acquisition is one
@@ -123,7 +123,7 @@ func (r *Registry[L]) Entry(key string, token int64, ttl time.Duration, start ti
 	e := Entry{
 		key: key, token: token, ttl: ttl,
 		interval: interval,
-		deadline: start.Add(ttl - SafetyMargin(ttl)),
+		deadline: start.Add(ttl - safetyMargin(ttl)),
 		nextBeat: start.Add(interval),
 	}
 	if maxHold > 0 {

@@ -186,7 +186,7 @@ func (p *Idle) loop() {
 		found, quiet := p.round(keys)
 		switch {
 		case quiet:
-			interval = ReadTimeout
+			interval = bells.Wait // bells stand in for the rounds
 		case found:
 			interval = idleMin
 		default:
