@@ -57,7 +57,7 @@ func (l *Locker) List(ctx context.Context) ([]LockInfo, error) {
 	}
 	rows, err := l.d.List(ctx, l.db)
 	if err != nil {
-		return nil, l.wrapErr("list", "", err)
+		return nil, l.e.WrapErr("list", "", err)
 	}
 	infos := make([]LockInfo, len(rows))
 	for i, r := range rows {
@@ -79,9 +79,9 @@ func (l *Locker) Get(ctx context.Context, key string) (LockInfo, error) {
 	if err := ValidateKey(key); err != nil {
 		return LockInfo{}, err
 	}
-	info, ok, err := l.d.Get(ctx, l.q, key)
+	info, ok, err := l.d.Get(ctx, l.e.Q(), key)
 	if err != nil {
-		return LockInfo{}, l.wrapErr("get", key, err)
+		return LockInfo{}, l.e.WrapErr("get", key, err)
 	}
 	if !ok {
 		return LockInfo{}, fmt.Errorf("%w: %q: nothing holds it", ErrNotHeld, key)
@@ -106,7 +106,7 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (LockInfo, error) 
 	}
 	info, ok, err := l.d.ForceRelease(ctx, l.db, key)
 	if err != nil {
-		return LockInfo{}, l.wrapErr("force unlock", key, err)
+		return LockInfo{}, l.e.WrapErr("force unlock", key, err)
 	}
 	if !ok {
 		return LockInfo{}, fmt.Errorf("%w: %q: nothing holds it", ErrNotHeld, key)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"github.com/dblockhq/dblock/internal/core"
 )
 
 // Check confirms, inside tx, that k still holds its key under its token,
@@ -26,26 +28,26 @@ import (
 // ErrLeaseExpired although tx's writes still commit safely. Unlock of k waits
 // for tx to end: commit or roll back tx before calling Unlock.
 func (k *Lock) Check(ctx context.Context, tx *sql.Tx) error {
-	if k == nil || k.l == nil {
-		return errNoLock
+	if k == nil || k.c().Zero() {
+		return core.ErrNoLock
 	}
 	if tx == nil {
 		return fmt.Errorf("%w: nil *sql.Tx", ErrInvalidOption)
 	}
 	if err := k.Err(); err != nil {
-		return fmt.Errorf("%w: %q (token %d): %w", ErrNotHeld, k.key, k.token, err)
+		return fmt.Errorf("%w: %q (token %d): %w", ErrNotHeld, k.Key(), k.Token(), err)
 	}
-	td, err := k.l.txDialect("Check")
+	td, err := txDialect(k.c().Engine().D(), "Check")
 	if err != nil {
 		return err
 	}
-	ok, err := td.CheckTx(ctx, tx, k.key, k.owner, k.token)
+	ok, err := td.CheckTx(ctx, tx, k.Key(), k.Owner(), k.Token())
 	if err != nil {
-		return k.l.txErr(ctx, "check", k.key, err)
+		return k.c().Engine().TxErr(ctx, "check", k.Key(), err)
 	}
 	if !ok {
-		k.lose(ErrTakenOver)
-		return fmt.Errorf("%w: %q (token %d): %w", ErrNotHeld, k.key, k.token, k.Err())
+		k.c().Lose(ErrTakenOver)
+		return fmt.Errorf("%w: %q (token %d): %w", ErrNotHeld, k.Key(), k.Token(), k.Err())
 	}
 	return nil
 }

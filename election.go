@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dblockhq/dblock/internal/core"
 	"github.com/dblockhq/dblock/internal/lockrun"
 )
 
@@ -152,7 +153,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // true. A slow reader delays the reads, never misses the latest state.
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	ch := make(chan Leader)
-	if e.usable() != nil || !e.l.spawn(func() { e.observe(ctx, ch) }) {
+	if e.usable() != nil || !e.l.e.Spawn(func() { e.observe(ctx, ch) }) {
 		close(ch)
 	}
 	return ch
@@ -160,7 +161,7 @@ func (e *Election) Observe(ctx context.Context) <-chan Leader {
 
 func (e *Election) observe(ctx context.Context, ch chan<- Leader) {
 	defer close(ch)
-	ctx, stop := e.l.closable(ctx) // Close ends a read in flight too
+	ctx, stop := e.l.e.Closable(ctx) // Close ends a read in flight too
 	defer stop()
 	var last Leader
 	sent := false // last was sent
@@ -239,18 +240,18 @@ func (t *Term) Proclaim(ctx context.Context, value []byte) error {
 		return err
 	}
 	if t == nil || t.e == nil || t.lk == nil {
-		return errNoLock
+		return core.ErrNoLock
 	}
 	if err := t.lk.Err(); err != nil {
 		return fmt.Errorf("%w: election %q: %w", ErrNotHeld, t.e.name, err)
 	}
 	l := t.e.l
-	ok, err := l.d.SetData(ctx, l.q, t.lk.key, t.lk.owner, t.lk.token, lc.value())
+	ok, err := l.d.SetData(ctx, l.e.Q(), t.lk.Key(), t.lk.Owner(), t.lk.Token(), lc.cfg.Value())
 	if err != nil {
-		return l.wrapErr("proclaim", t.lk.key, err)
+		return l.e.WrapErr("proclaim", t.lk.Key(), err)
 	}
 	if !ok {
-		return fmt.Errorf("%w: election %q: term %d is over", ErrNotHeld, t.e.name, t.lk.token)
+		return fmt.Errorf("%w: election %q: term %d is over", ErrNotHeld, t.e.name, t.lk.Token())
 	}
 	return nil
 }
@@ -275,7 +276,7 @@ func RunWhileLeader(ctx context.Context, e *Election, value []byte, fn func(ctx 
 		if err != nil {
 			return err
 		}
-		err = lockrun.Run(ctx, term.lk.ctx, fn, term.Resign)
+		err = lockrun.Run(ctx, term.lk.c().Ctx(), fn, term.Resign)
 		if ctx.Err() != nil || !errors.Is(err, ErrLockLost) {
 			return err
 		}

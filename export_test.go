@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dblockhq/dblock/internal/combine"
+	"github.com/dblockhq/dblock/internal/core"
 	"github.com/dblockhq/dblock/internal/dialect"
 )
 
@@ -25,7 +26,7 @@ type Counts struct {
 // CountStatements makes l count the statements that take and give up keys.
 // Test hook.
 func CountStatements(l *Locker) *Counts {
-	c := &countingQuerier{Querier: l.q, c: new(Counts), kinds: l.d.Kinds()}
+	c := &countingQuerier{Querier: l.e.Q(), c: new(Counts), kinds: l.d.Kinds()}
 	c.kinds[l.d.Queue().State] = "queue read"
 	l.setQuerier(c)
 	return c.c
@@ -33,28 +34,28 @@ func CountStatements(l *Locker) *Counts {
 
 // setQuerier makes l, and its ticket queue, send their prepared statements
 // through q.
-func (l *Locker) setQuerier(q dialect.Querier) {
-	l.q = q
-	l.fifo.SetQuerier(q)
-}
+func (l *Locker) setQuerier(q dialect.Querier) { l.e.SetQuerier(q) }
+
+// parts are l's engine's parts.
+func (l *Locker) parts() core.Parts { return l.e.Parts() }
 
 // CountAcquires makes l count the statements that take a key: acquires and
 // handovers. Test hook.
 func CountAcquires(l *Locker) *atomic.Int64 {
 	n := new(atomic.Int64)
-	l.setQuerier(&countingQuerier{Querier: l.q, c: new(Counts), kinds: l.d.Kinds(), onTake: func() { n.Add(1) }})
+	l.setQuerier(&countingQuerier{Querier: l.e.Q(), c: new(Counts), kinds: l.d.Kinds(), onTake: func() { n.Add(1) }})
 	return n
 }
 
 // QueueLen reports how many of l's goroutines wait for key. Test hook.
-func QueueLen(l *Locker, key string) int { return l.waits.Len(key) }
+func QueueLen(l *Locker, key string) int { return l.parts().Waits.Len(key) }
 
 // Kicks reports how often l's heartbeat loop was woken for a new lock.
 // Test hook.
-func Kicks(l *Locker) int64 { return l.leases.Kicks() }
+func Kicks(l *Locker) int64 { return l.parts().Leases.Kicks() }
 
 // Notifying reports whether l receives release events. Test hook.
-func Notifying(l *Locker) bool { return l.notifying() }
+func Notifying(l *Locker) bool { return l.e.Notifying() }
 
 type countingQuerier struct {
 	dialect.Querier
@@ -106,14 +107,14 @@ func (c *countingQuerier) QueryRowContext(ctx context.Context, q string, args ..
 // then inspects. Lk stays registered. Test hook.
 func ReleaseOn(ctx context.Context, l *Locker, q dialect.Querier, lk *Lock, notify bool) (bool, error) {
 	if n := l.d.Notifier(); n != nil && notify {
-		return n.ReleaseNotify(ctx, q, l.id, lk.key, lk.owner, lk.token)
+		return n.ReleaseNotify(ctx, q, l.parts().ID, lk.Key(), lk.Owner(), lk.Token())
 	}
-	return l.acq.Release(ctx, q, lk.key, lk.owner, lk.token, false)
+	return l.parts().Acquire.Release(ctx, q, lk.Key(), lk.Owner(), lk.Token(), false)
 }
 
 // combinerOf returns l's combiner of kind "take" or "release".
 func combinerOf(l *Locker, kind string) *combine.Combiner {
-	takes, releases := l.acq.Combiners()
+	takes, releases := l.parts().Acquire.Combiners()
 	if kind == "take" {
 		return takes
 	}
@@ -129,25 +130,25 @@ func Batched(l *Locker, kind string) (statements, calls int64) {
 }
 
 func SharedCombiner(l *Locker) bool {
-	takes, releases := l.acq.Combiners()
+	takes, releases := l.parts().Acquire.Combiners()
 	return takes == releases
 }
 
-func ListenerReady(l *Locker) <-chan struct{} { return l.ev.Ready() }
+func ListenerReady(l *Locker) <-chan struct{} { return l.parts().Listener.Ready() }
 
 // TicketRenewals reports how many rounds of FIFO ticket renewals l has run.
 // Test hook.
-func TicketRenewals(l *Locker) int64 { return l.fifo.Renewals() }
+func TicketRenewals(l *Locker) int64 { return l.parts().FIFO.Renewals() }
 
 // StallHeartbeat stops l's heartbeat loop before its next beat, until the
 // returned func is called. Test hook.
 func StallHeartbeat(l *Locker) (resume func()) {
 	stall := make(chan struct{})
 	var once sync.Once
-	l.leases.HookBeat(func() { <-stall })
+	l.parts().Leases.HookBeat(func() { <-stall })
 	return func() {
 		once.Do(func() {
-			l.leases.HookBeat(nil)
+			l.parts().Leases.HookBeat(nil)
 			close(stall)
 		})
 	}
@@ -156,24 +157,24 @@ func StallHeartbeat(l *Locker) (resume func()) {
 // SlowRenewals delays each of l's renewal statements by d, as a slow
 // database would. Test hook.
 func SlowRenewals(l *Locker, d time.Duration) {
-	l.leases.HookRenew(func() { time.Sleep(d) })
+	l.parts().Leases.HookRenew(func() { time.Sleep(d) })
 }
 
 // ColdWaiters reports how many of l's waiters the idle poller watches.
 // Test hook.
-func ColdWaiters(l *Locker) int { return l.idle.Cold() }
+func ColdWaiters(l *Locker) int { return l.parts().Idle.Cold() }
 
 // HookIdleRead runs hook before each of l's idle poller's reads of the
 // rows, on the read's context. Test hook.
-func HookIdleRead(l *Locker, hook func(ctx context.Context)) { l.idle.HookRead(hook) }
+func HookIdleRead(l *Locker, hook func(ctx context.Context)) { l.parts().Idle.HookRead(hook) }
 
 // IdleRounds reports how many rounds l's idle poller has run. Test hook.
-func IdleRounds(l *Locker) int64 { return l.idle.Rounds() }
+func IdleRounds(l *Locker) int64 { return l.parts().Idle.Rounds() }
 
 // CountAll makes l count every statement it sends through its statement
 // cache. Test hook.
 func CountAll(l *Locker) *atomic.Int64 {
-	c := &allCounter{Querier: l.q}
+	c := &allCounter{Querier: l.e.Q()}
 	l.setQuerier(c)
 	return &c.n
 }
@@ -200,17 +201,17 @@ func (c *allCounter) QueryRowContext(ctx context.Context, q string, args ...any)
 
 // Grants reports how many leases releases have given to l's waiting calls
 // (WithFIFO). Test hook.
-func Grants(l *Locker) int64 { return l.fifo.Grants() }
+func Grants(l *Locker) int64 { return l.parts().FIFO.Grants() }
 
 // WantedElsewhere reports whether l knows that another Locker waits for
 // key. Test hook.
-func WantedElsewhere(l *Locker, key string) bool { return l.wantedElsewhere(key) }
+func WantedElsewhere(l *Locker, key string) bool { return l.e.WantedElsewhere(key) }
 
 // PassOn releases lk with the statement that may give its key to the
 // oldest FIFO ticket, and returns the ticket and token given (zeros when
 // none). Lk stays registered. Test hook.
 func PassOn(ctx context.Context, l *Locker, lk *Lock) (ok bool, ticket, token int64, err error) {
-	ok, g, err := l.d.Passer().Pass(ctx, l.q, l.id, lk.key, lk.owner, lk.token, 0, -1)
+	ok, g, err := l.d.Passer().Pass(ctx, l.e.Q(), l.parts().ID, lk.Key(), lk.Owner(), lk.Token(), 0, -1)
 	return ok, g.Ticket, g.Token, err
 }
 
@@ -219,13 +220,13 @@ func PassOn(ctx context.Context, l *Locker, lk *Lock) (ok bool, ticket, token in
 // grants by ticket, and returns the ticket and token given (zeros when
 // none). Lk stays registered. Test hook.
 func PassTo(ctx context.Context, l *Locker, lk *Lock, next int64) (ok bool, ticket, token int64, err error) {
-	ok, g, err := l.d.Passer().Pass(ctx, l.q, l.id, lk.key, lk.owner, lk.token, 0, next)
+	ok, g, err := l.d.Passer().Pass(ctx, l.e.Q(), l.parts().ID, lk.Key(), lk.Owner(), lk.Token(), 0, next)
 	return ok, g.Ticket, g.Token, err
 }
 
 // LeaveTicket is what a call waiting on ticket t for key under owner memo
 // does when it gives up. Test hook.
-func LeaveTicket(l *Locker, key string, t int64, memo string) { l.fifo.Leave(key, t, memo) }
+func LeaveTicket(l *Locker, key string, t int64, memo string) { l.parts().FIFO.Leave(key, t, memo) }
 
 // GrantMemo is the memo of a ticket to which a release may give its key,
 // under owner. Test hook.
@@ -241,53 +242,39 @@ func TakeAfterGrant(ctx context.Context, l *Locker, key string, release func() e
 	if err != nil {
 		return false, err
 	}
-	memo := grantMemo(l.grantable(lc))
-	t, err := l.fifo.Enqueue(ctx, key, memo, ErrClosed)
-	if err != nil {
-		return false, err
-	}
-	defer l.fifo.Dequeue(key, t)
-	if err := release(); err != nil {
-		return false, err
-	}
-	var lk *Lock
-	took, err = l.takeLease(key, lc, &lk)(ctx)
-	if lk != nil {
-		_ = lk.Unlock(ctx)
-	}
-	return took, err
+	return l.e.TakeAfterGrant(ctx, key, lc.cfg, release)
 }
 
 // OnQueued makes each FIFO call of l run hook after its ticket is inserted
 // and before it waits its turn. Test hook.
-func OnQueued(l *Locker, hook func()) { l.fifo.OnQueued(hook) }
+func OnQueued(l *Locker, hook func()) { l.parts().FIFO.OnQueued(hook) }
 
 // LocalTickets reports how many FIFO tickets l keeps (and renews) for its
 // calls. Test hook.
-func LocalTickets(l *Locker) int { return l.fifo.Tickets() }
+func LocalTickets(l *Locker) int { return l.parts().FIFO.Tickets() }
 
 // Queuing reports whether l counts a FIFO call that holds or is inserting a
 // ticket for key. Test hook.
-func Queuing(l *Locker, key string) bool { return l.fifo.Queuing(key) }
+func Queuing(l *Locker, key string) bool { return l.parts().FIFO.Queuing(key) }
 
 // BellsQuiet reports whether l's idle poller sleeps on bells. Test hook.
-func BellsQuiet(l *Locker) bool { return l.ears.Quiet() }
+func BellsQuiet(l *Locker) bool { return l.parts().Ears.Quiet() }
 
 // BellRings reports how many rings l's listeners heard. Test hook.
-func BellRings(l *Locker) int64 { return l.ears.Rings() }
+func BellRings(l *Locker) int64 { return l.parts().Ears.Rings() }
 
 // BellSession reports the id of l's bell session (0: none). Test hook.
-func BellSession(l *Locker) int64 { return l.bell.Session() }
+func BellSession(l *Locker) int64 { return l.parts().Bell.Session() }
 
 // FineClock reports whether l's fine clock was made, and whether it has
 // stopped. Test hook.
-func FineClock(l *Locker) (made, stopped bool) { return l.clock.State() }
+func FineClock(l *Locker) (made, stopped bool) { return l.parts().Clock.State() }
 
 // BeforeHandoff makes l run hook before each handover statement it sends,
 // with the statement's text and arguments (what the statement would do can
 // so be done first, on another connection). Test hook.
 func BeforeHandoff(l *Locker, hook func(query string, args []any)) {
-	l.setQuerier(&handoffHook{Querier: l.q, kinds: l.d.Kinds(), hook: hook})
+	l.setQuerier(&handoffHook{Querier: l.e.Q(), kinds: l.d.Kinds(), hook: hook})
 }
 
 type handoffHook struct {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
 	"github.com/dblockhq/dblock/internal/dialect"
 )
 
@@ -107,73 +108,27 @@ func (l *Locker) lockTx(ctx context.Context, tx *sql.Tx, key string, opts []Lock
 	if err != nil {
 		return nil, err
 	}
-	td, err := l.txDialect("LockTx")
+	td, err := txDialect(l.d, "LockTx")
 	if err != nil {
 		return nil, err
 	}
 	ctx, end := l.acquiring(ctx, key, wait, nil)
 	var t *TxLock
-	if l.cfg.fifo {
-		t, err = l.lockTxFIFO(ctx, tx, td, key, lc, wait)
-	} else {
-		t, err = l.lockTxLoop(ctx, tx, td, key, wait)
+	token, err := l.e.LockTx(ctx, tx, td, key, lc.cfg, wait)
+	if err == nil {
+		t = &TxLock{key: key, token: token}
 	}
 	end(t, err)
 	return t, err
 }
 
-// lockTxLoop takes key in tx, waiting for it if wait is set.
-func (l *Locker) lockTxLoop(ctx context.Context, tx *sql.Tx, td dialect.Tx, key string, wait bool) (*TxLock, error) {
-	var b *backoff
-	for {
-		if l.isClosed() {
-			return nil, ErrClosed
-		}
-		token, ok, err := td.LockTx(ctx, l.db, tx, key, !wait)
-		if err != nil {
-			return nil, l.txErr(ctx, "LockTx", key, err)
-		}
-		if ok {
-			l.log.Debug("dblock: acquired in transaction", "key", key, "token", token)
-			return &TxLock{key: key, token: token}, nil
-		}
-		if !wait {
-			return nil, fmt.Errorf("%w: %q", ErrLocked, key)
-		}
-		if b == nil {
-			b = newBackoff(l.cfg.retryMin, l.cfg.retryMax)
-		}
-		if err := l.pause(ctx, key, b); err != nil {
-			return nil, err
-		}
-	}
-}
-
-// txErr wraps an error from a statement run in the caller's transaction:
-// the caller's cancellation stays visible, lock conflicts get their
-// sentinel.
-func (l *Locker) txErr(ctx context.Context, op, key string, err error) error {
-	if errors.Is(err, ErrLocked) {
-		return err
-	}
-	if ctx.Err() != nil {
-		return fmt.Errorf("dblock: %s %q: %w: %w", op, key, ctxErr(ctx), err)
-	}
-	if td := l.d.Tx(); td != nil {
-		if s := td.TxErr(err); s != nil {
-			return fmt.Errorf("dblock: %s %q: %w: %w", op, key, s, err)
-		}
-	}
-	return l.wrapErr(op, key, err)
-}
-
 // txDialect returns the dialect's transaction support, or an error wrapping
 // errors.ErrUnsupported (SQLite: its writers lock the whole file, so use a
 // plain Lock around the transaction instead).
-func (l *Locker) txDialect(op string) (dialect.Tx, error) {
-	td := l.d.Tx()
+func txDialect(d dialect.Dialect, op string) (dialect.Tx, error) {
+	td := d.Tx()
 	if td == nil {
-		return nil, fmt.Errorf("dblock: %s on %s: %w", op, l.dialect, errors.ErrUnsupported)
+		return nil, fmt.Errorf("dblock: %s on %s: %w", op, d.Name(), errors.ErrUnsupported)
 	}
 	return td, nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/dblockhq/dblock/internal/core"
 )
 
 // MultiLock holds several keys taken together by LockAll or TryLockAll.
@@ -56,8 +58,8 @@ func (l *Locker) takeAll(ctx context.Context, keys []string,
 	}
 	m.ctx, m.cancel = context.WithCancelCause(context.Background())
 	for _, lk := range m.locks {
-		m.stops = append(m.stops, context.AfterFunc(lk.ctx, func() {
-			m.cancel(fmt.Errorf("%q: %w", lk.key, context.Cause(lk.ctx)))
+		m.stops = append(m.stops, context.AfterFunc(lk.c().Ctx(), func() {
+			m.cancel(fmt.Errorf("%q: %w", lk.Key(), context.Cause(lk.c().Ctx())))
 		}))
 	}
 	return m, nil
@@ -67,7 +69,7 @@ func (l *Locker) takeAll(ctx context.Context, keys []string,
 func (m *MultiLock) releaseTaken(ctx context.Context) {
 	for _, lk := range slices.Backward(m.locks) {
 		if err := lk.Unlock(ctx); err != nil {
-			lk.l.log.Warn("dblock: releasing a key of a failed LockAll", "key", lk.key, "err", err)
+			lk.c().Engine().Log().Warn("dblock: releasing a key of a failed LockAll", "key", lk.Key(), "err", err)
 		}
 	}
 }
@@ -90,8 +92,8 @@ func (m *MultiLock) Token(key string) int64 {
 		return 0
 	}
 	for _, lk := range m.locks {
-		if lk.key == key {
-			return lk.token
+		if lk.Key() == key {
+			return lk.Token()
 		}
 	}
 	return 0
@@ -100,7 +102,7 @@ func (m *MultiLock) Token(key string) int64 {
 // Done is closed as soon as any of the keys is no longer held.
 func (m *MultiLock) Done() <-chan struct{} {
 	if !m.held() {
-		return closedChan
+		return (*Lock)(nil).Done()
 	}
 	return m.ctx.Done()
 }
@@ -111,13 +113,13 @@ func (m *MultiLock) Done() <-chan struct{} {
 // one whose end is still being recorded: Err reports it before Done closes.
 func (m *MultiLock) Err() error {
 	if !m.held() {
-		return errNoLock
+		return core.ErrNoLock
 	}
 	for _, lk := range m.locks {
 		// Lock.Err ends a lock whose local deadline passed; the end of a
 		// lock reaches m.ctx only once that lock's Done has closed.
 		if err := lk.Err(); err != nil && context.Cause(m.ctx) == nil {
-			m.cancel(fmt.Errorf("%q: %w", lk.key, err))
+			m.cancel(fmt.Errorf("%q: %w", lk.Key(), err))
 		}
 	}
 	return context.Cause(m.ctx)
@@ -127,7 +129,7 @@ func (m *MultiLock) Err() error {
 // those that were no longer held (each wrapping ErrNotHeld), joined.
 func (m *MultiLock) Unlock(ctx context.Context) error {
 	if !m.held() {
-		return errNoLock
+		return core.ErrNoLock
 	}
 	var errs []error
 	for _, lk := range slices.Backward(m.locks) {

@@ -2,9 +2,10 @@ package dblock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
+
+	"github.com/dblockhq/dblock/internal/core"
 )
 
 // Observer receives a Locker's events, for metrics and tracing; package
@@ -153,7 +154,7 @@ func (l *Locker) acquiring(ctx context.Context, key string, wait bool, lc *lockC
 	start := time.Now()
 	var tries int
 	if lc != nil {
-		lc.tries = &tries
+		lc.cfg.Tries = &tries
 	}
 	octx := l.obs.Start(ctx, OpAcquire, key)
 	return octx, func(lk acquired, err error) {
@@ -173,17 +174,28 @@ type acquired interface{ Token() int64 }
 
 func noEnd(acquired, error) {}
 
-// released reports the end of lk through the Locker, with cause.
-func (l *Locker) released(ctx context.Context, lk *Lock, cause error, start time.Time, err error) {
-	l.obs.End(ctx, OpRelease, Event{Key: lk.key, Token: lk.token, Err: err, Elapsed: time.Since(start),
-		Held: start.Sub(lk.taken), Cause: cause})
+// observer is the Locker as its engine's Observer: it turns the engine's
+// reports into the Observer's events. The engine holds one only when the
+// Locker has an Observer.
+type observer Locker
+
+// StartRelease begins the observed release of k.
+func (o *observer) StartRelease(ctx context.Context, k *core.Lock) context.Context {
+	return o.obs.Start(ctx, OpRelease, k.Key())
 }
 
-// lost reports a lock that ended with cause, if it was lost.
-func (l *Locker) lost(lk *Lock, cause error) {
-	if l.obs != nil && errors.Is(cause, ErrLockLost) {
-		l.obs.Lost(lk.key, lk.token, cause)
-	}
+// Released reports the end of k through the Locker, with cause.
+func (o *observer) Released(ctx context.Context, k *core.Lock, cause error, start time.Time, err error) {
+	o.obs.End(ctx, OpRelease, Event{Key: k.Key(), Token: k.Token(), Err: err, Elapsed: time.Since(start),
+		Held: start.Sub(k.Taken()), Cause: cause})
+}
+
+// Lost reports a lock that ended without its holder releasing it.
+func (o *observer) Lost(k *core.Lock, cause error) { o.obs.Lost(k.Key(), k.Token(), cause) }
+
+// Renewed reports one renewal statement of the heartbeat.
+func (o *observer) Renewed(locks, lost int, elapsed time.Duration, err error) {
+	o.obs.Renewed(Renewal{Locks: locks, Lost: lost, Elapsed: elapsed, Err: err})
 }
 
 // observeDo wraps Do's fn so that its run is reported as OpDo.
@@ -192,10 +204,10 @@ func (l *Locker) observeDo(lk *Lock, fn func(context.Context) error) func(contex
 		return fn
 	}
 	return func(ctx context.Context) error {
-		octx := l.obs.Start(ctx, OpDo, lk.key)
+		octx := l.obs.Start(ctx, OpDo, lk.Key())
 		start := time.Now()
 		err := fn(octx)
-		l.obs.End(octx, OpDo, Event{Key: lk.key, Token: lk.token, Err: err, Elapsed: time.Since(start), Held: time.Since(lk.taken)})
+		l.obs.End(octx, OpDo, Event{Key: lk.Key(), Token: lk.Token(), Err: err, Elapsed: time.Since(start), Held: time.Since(lk.c().Taken())})
 		return err
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/dblockhq/dblock/internal/core"
 	"github.com/dblockhq/dblock/internal/loglimit"
 )
 
@@ -247,12 +248,7 @@ func WithFIFO() Option {
 type LockOption func(*lockConfig) error
 
 type lockConfig struct {
-	owner         string
-	explicitOwner bool // Owner was given: the call may re-enter
-	ttl           time.Duration
-	data          string        // Data; "": none (a string keeps lockConfig comparable)
-	maxHold       time.Duration // MaxHold; 0: none
-	tries         *int          // counts attempts for an Observer; nil: none
+	cfg core.LockConfig // what the engine takes
 }
 
 // Owner makes the acquisition reentrant under memo: a later call that passes
@@ -267,7 +263,7 @@ func Owner(memo string) LockOption {
 		if err := validateText("owner", memo, MaxOwnerLen); err != nil {
 			return err
 		}
-		c.owner = memo
+		c.cfg.Owner = memo
 		return nil
 	}
 }
@@ -278,7 +274,7 @@ func TTL(d time.Duration) LockOption {
 		if err := validateTTL("TTL", d); err != nil {
 			return err
 		}
-		c.ttl = d
+		c.cfg.TTL = d
 		return nil
 	}
 }
@@ -296,7 +292,7 @@ func Data(value []byte) LockOption {
 		if len(value) > MaxDataLen {
 			return fmt.Errorf("%w: Data of %d bytes, at most %d (MaxDataLen)", ErrInvalidOption, len(value), MaxDataLen)
 		}
-		c.data = string(value)
+		c.cfg.Data = string(value)
 		return nil
 	}
 }
@@ -312,17 +308,9 @@ func MaxHold(d time.Duration) LockOption {
 		if d <= 0 {
 			return fmt.Errorf("%w: MaxHold %v, must be positive", ErrInvalidOption, d)
 		}
-		c.maxHold = d
+		c.cfg.MaxHold = d
 		return nil
 	}
-}
-
-// value is the lock's Data as the dialect takes it: nil for none.
-func (c lockConfig) value() []byte {
-	if c.data == "" {
-		return nil
-	}
-	return []byte(c.data)
 }
 
 // WithPortable limits dblock to plain SQL that distributed SQL engines run

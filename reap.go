@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dblockhq/dblock/internal/core"
 	"github.com/dblockhq/dblock/internal/dialect"
+	"github.com/dblockhq/dblock/internal/retry"
 )
 
 // A reap batch that could not get the reap fence is tried again up to
@@ -38,22 +40,22 @@ func (l *Locker) Reap(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	total, retries, fenceTries := 0, 0, 0
-	fence := newBackoff(reapFencePause/2, 5*reapFencePause)
+	fence := retry.NewBackoff(reapFencePause/2, 5*reapFencePause)
 	for {
 		keys, err := l.d.Reap(ctx, l.db, dialect.ReapBatch)
 		total += len(keys)
 		if err != nil {
-			if l.d.Classify(err) == dialect.RolledBack && retries < maxRollbackRetries && ctx.Err() == nil {
+			if l.d.Classify(err) == dialect.RolledBack && retries < core.MaxRollbackRetries && ctx.Err() == nil {
 				retries++
 				continue
 			}
 			if errors.Is(err, ErrLockTimeout) && fenceTries < reapFenceTries {
 				fenceTries++
-				if l.pause(ctx, "", fence) == nil {
+				if l.e.Pause(ctx, "", fence) == nil {
 					continue
 				}
 			}
-			return total, l.wrapErr("reap", "", err)
+			return total, l.e.WrapErr("reap", "", err)
 		}
 		if len(keys) > 0 {
 			l.log.Info("dblock: reaped expired locks", "count", len(keys), "keys", keys)
@@ -70,7 +72,7 @@ func (l *Locker) Reap(ctx context.Context) (int, error) {
 
 // reapQueue deletes expired FIFO tickets (see Reap).
 func (l *Locker) reapQueue(ctx context.Context) {
-	n, err := l.fifo.Reap(ctx)
+	n, err := l.e.ReapQueue(ctx)
 	if err != nil {
 		l.log.Warn("dblock: reaping expired FIFO tickets failed", "err", err)
 	}

@@ -7,8 +7,10 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/dblockhq/dblock/internal/core"
+	"github.com/dblockhq/dblock/internal/retry"
 )
 
 // MaxReaders bounds the readers that hold one shared key at a time; more
@@ -62,14 +64,14 @@ func newSharedRows(key string) (sharedRows, error) {
 // (LockTx): rows written in an open transaction are not seen by the other
 // side's read.
 func (l *Locker) RLock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
-	return l.rlock(ctx, key, opts, true)
+	return l.takeShared(ctx, key, opts, true, false)
 }
 
 // TryRLock is RLock without waiting: it returns an error wrapping ErrLocked
 // at once when a writer holds or waits for key, or MaxReaders readers hold
 // it.
 func (l *Locker) TryRLock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
-	return l.rlock(ctx, key, opts, false)
+	return l.takeShared(ctx, key, opts, false, false)
 }
 
 // WLock takes key exclusively, against RLock's readers and other writers,
@@ -78,59 +80,60 @@ func (l *Locker) TryRLock(ctx context.Context, key string, opts ...LockOption) (
 // for the readers that hold key to release it (or for their leases to end).
 // The returned Lock is the writer row's (key rw/<key>/w).
 func (l *Locker) WLock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
-	return l.wlock(ctx, key, opts, true)
+	return l.takeShared(ctx, key, opts, true, true)
 }
 
 // TryWLock is WLock without waiting: it returns an error wrapping ErrLocked
 // at once when another writer or any reader holds key.
 func (l *Locker) TryWLock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
-	return l.wlock(ctx, key, opts, false)
+	return l.takeShared(ctx, key, opts, false, true)
 }
 
-func (l *Locker) sharedConfig(key string, opts []LockOption) (sharedRows, lockConfig, error) {
+// sharedCall is one call of RLock, TryRLock, WLock or TryWLock.
+type sharedCall struct {
+	l    *Locker
+	rows sharedRows
+	lc   lockConfig
+	wait bool // RLock, WLock
+}
+
+// takeShared takes a shared key's row: the writer's (write) or a
+// reader's.
+func (l *Locker) takeShared(ctx context.Context, key string, opts []LockOption, wait, write bool) (*Lock, error) {
 	if err := l.usable(); err != nil {
-		return sharedRows{}, lockConfig{}, err
+		return nil, err
 	}
 	rows, err := newSharedRows(key)
 	if err != nil {
-		return rows, lockConfig{}, err
+		return nil, err
 	}
 	lc, err := l.lockConfig(rows.writer, opts)
-	return rows, lc, err
-}
-
-func (l *Locker) rlock(ctx context.Context, key string, opts []LockOption, wait bool) (*Lock, error) {
-	return l.takeShared(ctx, key, opts, wait, l.read)
-}
-
-func (l *Locker) wlock(ctx context.Context, key string, opts []LockOption, wait bool) (*Lock, error) {
-	return l.takeShared(ctx, key, opts, wait, l.write)
-}
-
-// takeShared takes a shared key's row through take (read or write).
-func (l *Locker) takeShared(ctx context.Context, key string, opts []LockOption, wait bool,
-	take func(context.Context, sharedRows, lockConfig, bool) (*Lock, error)) (*Lock, error) {
-	rows, lc, err := l.sharedConfig(key, opts)
 	if err != nil {
 		return nil, err
 	}
-	ctx, stop := l.closable(ctx)
+	c := &sharedCall{l: l, rows: rows, lc: lc, wait: wait}
+	take := c.read
+	if write {
+		take = c.write
+	}
+	ctx, stop := l.e.Closable(ctx)
 	defer stop()
-	ctx, end := l.acquiring(ctx, key, wait, &lc)
-	lk, err := take(ctx, rows, lc, wait)
-	err = closedErr(ctx, err)
+	ctx, end := l.acquiring(ctx, key, wait, &c.lc)
+	lk, err := take(ctx)
+	err = core.ClosedErr(ctx, err)
 	end(lk, err)
 	return lk, err
 }
 
 // read takes a reader's slot of rows, waiting while a writer holds or waits
 // for the key if wait is set.
-func (l *Locker) read(ctx context.Context, rows sharedRows, lc lockConfig, wait bool) (*Lock, error) {
+func (c *sharedCall) read(ctx context.Context) (*Lock, error) {
+	l, rows, lc, wait := c.l, c.rows, c.lc, c.wait
 	key := rows.key
-	b := l.waitBackoff(lc.ttl)
+	b := l.e.WaitBackoff(lc.cfg.TTL)
 	var lastErr error
 	for first := true; ; first = false {
-		changed := l.shared.wait()
+		changed := l.shared.Wait()
 		// A waiting reader reads before it writes, the writer's row and the
 		// slots in one statement: while the writer's row is held, taking a
 		// slot would only be undone, and it tries only slots it saw free.
@@ -138,18 +141,18 @@ func (l *Locker) read(ctx context.Context, rows sharedRows, lc lockConfig, wait 
 		var err error
 		slots := rows.slots
 		if !first {
-			slots, err = l.freeSlots(ctx, rows, lc.owner)
+			slots, err = c.freeSlots(ctx)
 		}
 		if err == nil {
-			lk, err = l.tryRead(ctx, rows, lc, slots)
+			lk, err = c.tryRead(ctx, slots)
 			if err == nil {
 				return lk, nil
 			}
 		}
-		if !wait || !errors.Is(err, ErrLocked) && !l.rideOut(ctx, key, err, &lastErr) {
+		if !wait || !errors.Is(err, ErrLocked) && !l.e.RideOut(ctx, key, err, &lastErr) {
 			return nil, err
 		}
-		if err := l.pauseShared(ctx, key, b, changed, lastErr); err != nil {
+		if err := c.pause(ctx, b, changed, lastErr); err != nil {
 			return nil, err
 		}
 	}
@@ -157,10 +160,11 @@ func (l *Locker) read(ctx context.Context, rows sharedRows, lc lockConfig, wait 
 
 // freeSlots reads, in one statement, whether a writer holds or waits for
 // rows' key (an error wrapping ErrLocked) and which reader slots are free.
-func (l *Locker) freeSlots(ctx context.Context, rows sharedRows, owner string) ([]string, error) {
-	held, err := l.d.HeldKeys(ctx, l.q, append([]string{rows.writer}, rows.slots...), owner)
+func (c *sharedCall) freeSlots(ctx context.Context) ([]string, error) {
+	l, rows, owner := c.l, c.rows, c.lc.cfg.Owner
+	held, err := l.d.HeldKeys(ctx, l.e.Q(), append([]string{rows.writer}, rows.slots...), owner)
 	if err != nil {
-		return nil, l.wrapErr("check the holders of", rows.key, err)
+		return nil, l.e.WrapErr("check the holders of", rows.key, err)
 	}
 	busy := make(map[string]bool, len(held))
 	for _, k := range held {
@@ -181,24 +185,26 @@ func (l *Locker) freeSlots(ctx context.Context, rows sharedRows, owner string) (
 // tryRead takes a reader slot among slots, starting at a random one, and
 // then checks the writer's row: a writer that took its row before the slot
 // was written sees the slot, or the slot's taker sees the writer's row.
-func (l *Locker) tryRead(ctx context.Context, rows sharedRows, lc lockConfig, slots []string) (*Lock, error) {
+func (c *sharedCall) tryRead(ctx context.Context, slots []string) (*Lock, error) {
+	l, rows, lc := c.l, c.rows, c.lc
 	start := rand.IntN(max(len(slots), 1))
 	for i := range slots {
 		slot := slots[(start+i)%len(slots)]
-		lk, err := l.try(ctx, slot, lc)
+		k, err := l.e.Try(ctx, slot, lc.cfg)
+		lk := (*Lock)(k)
 		if errors.Is(err, ErrLocked) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		held, err := l.heldAny(ctx, []string{rows.writer}, lc.owner)
+		held, err := c.heldAny(ctx, []string{rows.writer})
 		if err == nil && !held {
 			return lk, nil
 		}
-		l.giveBack(ctx, lk)
+		c.giveBack(ctx, lk)
 		if err != nil {
-			return nil, l.wrapErr("check the writer of", rows.key, err)
+			return nil, l.e.WrapErr("check the writer of", rows.key, err)
 		}
 		return nil, fmt.Errorf("%w: %q: a writer holds it or waits for it", ErrLocked, rows.key)
 	}
@@ -207,37 +213,36 @@ func (l *Locker) tryRead(ctx context.Context, rows sharedRows, lc lockConfig, sl
 
 // write takes the writer's row of rows and then waits for the readers to
 // leave, if wait is set.
-func (l *Locker) write(ctx context.Context, rows sharedRows, lc lockConfig, wait bool) (*Lock, error) {
+func (c *sharedCall) write(ctx context.Context) (*Lock, error) {
+	l, rows, lc, wait := c.l, c.rows, c.lc, c.wait
 	key := rows.key
 	var lk *Lock
 	var err error
-	switch {
-	case wait:
-		lk, err = l.lock(ctx, rows.writer, lc)
-	case l.cfg.fifo:
-		lk, _, err = l.tryFIFO(ctx, rows.writer, lc)
-	default:
-		lk, err = l.try(ctx, rows.writer, lc)
+	take := l.e.TryLock
+	if wait {
+		take = l.e.Lock
 	}
+	k, err := take(ctx, rows.writer, lc.cfg)
 	if err != nil {
 		return nil, err
 	}
+	lk = (*Lock)(k)
 	// Holding the writer's row, wait for the readers to leave.
-	b := l.waitBackoff(lc.ttl)
+	b := l.e.WaitBackoff(lc.cfg.TTL)
 	var lastErr error
 	for {
-		changed := l.shared.wait()
-		held, err := l.heldAny(ctx, rows.slots, lc.owner)
+		changed := l.shared.Wait()
+		held, err := c.heldAny(ctx, rows.slots)
 		if err == nil && !held {
 			return lk, nil
 		}
 		if err == nil {
 			err = fmt.Errorf("%w: %q: readers hold it", ErrLocked, key)
 		} else {
-			err = l.wrapErr("check the readers of", key, err)
+			err = l.e.WrapErr("check the readers of", key, err)
 		}
-		if !wait || !errors.Is(err, ErrLocked) && !l.rideOut(ctx, key, err, &lastErr) {
-			l.giveBack(ctx, lk)
+		if !wait || !errors.Is(err, ErrLocked) && !l.e.RideOut(ctx, key, err, &lastErr) {
+			c.giveBack(ctx, lk)
 			return nil, err
 		}
 		select {
@@ -245,41 +250,44 @@ func (l *Locker) write(ctx context.Context, rows sharedRows, lc lockConfig, wait
 			return nil, fmt.Errorf("dblock: waiting for the readers of %q: %w", key, lk.Err())
 		default:
 		}
-		if err := l.pauseShared(ctx, key, b, changed, lastErr); err != nil {
-			l.giveBack(ctx, lk)
+		if err := c.pause(ctx, b, changed, lastErr); err != nil {
+			c.giveBack(ctx, lk)
 			return nil, err
 		}
 	}
 }
 
 // heldAny reports whether an owner other than owner holds any of keys.
-func (l *Locker) heldAny(ctx context.Context, keys []string, owner string) (bool, error) {
-	held, err := l.d.HeldKeys(ctx, l.q, keys, owner)
+func (c *sharedCall) heldAny(ctx context.Context, keys []string) (bool, error) {
+	l, owner := c.l, c.lc.cfg.Owner
+	held, err := l.d.HeldKeys(ctx, l.e.Q(), keys, owner)
 	return len(held) > 0, err
 }
 
 // giveBack releases a row taken by a shared lock that could not be used.
-func (l *Locker) giveBack(ctx context.Context, lk *Lock) {
+func (c *sharedCall) giveBack(ctx context.Context, lk *Lock) {
+	l := c.l
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	if err := lk.Unlock(rctx); err != nil {
-		l.log.Warn("dblock: releasing a shared lock's row failed; it ends with its lease", "key", lk.key, "err", err)
+		l.log.Warn("dblock: releasing a shared lock's row failed; it ends with its lease", "key", lk.Key(), "err", err)
 	}
 }
 
-// pauseShared waits for b's next delay, or until a shared key's row is
+// pause waits for b's next delay, or until a shared key's row is
 // released here (changed closes). It returns an error wrapping ctx.Err()
 // (and the last transient error) when ctx ends first, and ErrClosed when the
 // Locker is closed meanwhile.
-func (l *Locker) pauseShared(ctx context.Context, key string, b *backoff, changed <-chan struct{}, lastErr error) error {
+func (c *sharedCall) pause(ctx context.Context, b *retry.Backoff, changed <-chan struct{}, lastErr error) error {
+	l, key := c.l, c.rows.key
 	t := time.NewTimer(b.Next())
 	defer t.Stop()
 	select {
 	case <-t.C:
 	case <-changed:
 	case <-ctx.Done():
-		return waitEnded(ctx, key, lastErr)
-	case <-l.closing:
+		return core.WaitEnded(ctx, key, lastErr)
+	case <-l.e.Closing():
 		return ErrClosed
 	}
 	return nil
@@ -290,30 +298,6 @@ func (l *Locker) pauseShared(ctx context.Context, key string, b *backoff, change
 // flight).
 func (l *Locker) sharedFreed(key string) {
 	if strings.HasPrefix(key, rwPrefix) {
-		l.shared.notify()
+		l.shared.Notify()
 	}
-}
-
-// broadcast tells every waiter at once: wait returns a channel that notify closes.
-type broadcast struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
-
-func (s *broadcast) wait() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ch == nil {
-		s.ch = make(chan struct{})
-	}
-	return s.ch
-}
-
-func (s *broadcast) notify() {
-	s.mu.Lock()
-	if s.ch != nil {
-		close(s.ch)
-		s.ch = nil
-	}
-	s.mu.Unlock()
 }

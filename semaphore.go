@@ -7,7 +7,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/dblockhq/dblock/internal/core"
 	"github.com/dblockhq/dblock/internal/dialect"
+	"github.com/dblockhq/dblock/internal/owner"
 )
 
 // MaxPermits bounds a Semaphore's permits.
@@ -85,11 +87,11 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (*Permit, error) {
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
-	ctx, stop := s.l.closable(ctx)
+	ctx, stop := s.l.e.Closable(ctx)
 	defer stop()
 	ctx, end := s.l.acquiring(ctx, semaphorePrefix+s.name, false, nil)
 	p, err := s.try(ctx)
-	err = closedErr(ctx, err)
+	err = core.ClosedErr(ctx, err)
 	end(p, err)
 	return p, err
 }
@@ -103,11 +105,11 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Permit, error) {
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
-	ctx, stop := s.l.closable(ctx)
+	ctx, stop := s.l.e.Closable(ctx)
 	defer stop()
 	ctx, end := s.l.acquiring(ctx, semaphorePrefix+s.name, true, nil)
 	p, err := s.acquire(ctx)
-	err = closedErr(ctx, err)
+	err = core.ClosedErr(ctx, err)
 	end(p, err)
 	return p, err
 }
@@ -118,17 +120,17 @@ func (s *Semaphore) acquire(ctx context.Context) (*Permit, error) {
 	select {
 	case s.turn <- struct{}{}:
 	case <-ctx.Done():
-		return nil, waitEnded(ctx, s.name, nil)
+		return nil, core.WaitEnded(ctx, s.name, nil)
 	}
 	defer func() { <-s.turn }()
-	b := s.l.waitBackoff(s.l.cfg.ttl)
+	b := s.l.e.WaitBackoff(s.l.cfg.ttl)
 	var lastErr error
 	for {
 		p, err := s.try(ctx)
 		if err == nil {
 			return p, nil
 		}
-		if !errors.Is(err, ErrLocked) && !s.l.rideOut(ctx, s.name, err, &lastErr) {
+		if !errors.Is(err, ErrLocked) && !s.l.e.RideOut(ctx, s.name, err, &lastErr) {
 			return nil, err
 		}
 		t := time.NewTimer(b.Next())
@@ -138,7 +140,7 @@ func (s *Semaphore) acquire(ctx context.Context) (*Permit, error) {
 			t.Stop()
 		case <-ctx.Done():
 			t.Stop()
-			return nil, waitEnded(ctx, s.name, lastErr)
+			return nil, core.WaitEnded(ctx, s.name, lastErr)
 		}
 	}
 }
@@ -148,35 +150,35 @@ func (s *Semaphore) acquire(ctx context.Context) (*Permit, error) {
 // than left held for a lease.
 func (s *Semaphore) try(ctx context.Context) (*Permit, error) {
 	l := s.l
-	lc := lockConfig{owner: newOwner(), ttl: l.cfg.ttl}
+	lc := core.LockConfig{Owner: owner.New(), TTL: l.cfg.ttl}
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		key, token, ok, err := l.d.TakeAny(sctx, l.q, s.keys, lc.owner, lc.ttl)
+		key, token, ok, err := l.d.TakeAny(sctx, l.e.Q(), s.keys, lc.Owner, lc.TTL)
 		if err == nil && !ok && attempt == 0 {
 			// Rows released and then reaped are missing: create them, once
 			// per attempt, and try again.
 			var created int
-			if created, err = l.d.Ensure(sctx, l.q, s.keys); err == nil && created > 0 {
+			if created, err = l.d.Ensure(sctx, l.e.Q(), s.keys); err == nil && created > 0 {
 				cancel()
 				continue
 			}
 		}
 		cancel()
 		if err != nil {
-			if l.d.Classify(err) == dialect.RolledBack && attempt < maxRollbackRetries && ctx.Err() == nil {
+			if l.d.Classify(err) == dialect.RolledBack && attempt < core.MaxRollbackRetries && ctx.Err() == nil {
 				continue
 			}
-			return nil, l.wrapErr("acquire a permit of", s.name, err)
+			return nil, l.e.WrapErr("acquire a permit of", s.name, err)
 		}
 		if !ok {
 			return nil, fmt.Errorf("%w: semaphore %q: all %d permits held", ErrLocked, s.name, len(s.keys))
 		}
-		lk := l.newLock(key, lc, token, start)
-		if !l.leases.Register(lk) {
-			_ = lk.release(ctx, ErrClosed)
-			return nil, ErrClosed
+		k, err := l.e.Adopt(ctx, key, lc, token, start)
+		if err != nil {
+			return nil, err
 		}
+		lk := (*Lock)(k)
 		if ctx.Err() != nil { // the caller left while the statement ran
 			if err := lk.Unlock(ctx); err != nil {
 				l.log.Warn("dblock: releasing a permit taken after its caller left failed; it ends with its lease", "key", key, "err", err)

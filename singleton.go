@@ -165,14 +165,14 @@ func (s *singleton) run(j cron.Job) {
 		s.report(log, slog.LevelError, "dblock: singleton: cannot take the lock", err)
 		return
 	}
-	lk.stopRenewing()
+	lk.c().StopRenewing()
 	defer func() {
 		if err := s.finish(ctx, lk, start); err != nil {
 			s.report(log, slog.LevelWarn, "dblock: singleton: lock not released cleanly", err, "token", lk.Token())
 		}
 	}()
 	if f, ok := j.(JobFunc); ok {
-		if err := f(lk.ctx); err != nil {
+		if err := f(lk.c().Ctx()); err != nil {
 			s.report(log, slog.LevelError, "dblock: singleton: job failed", err, "token", lk.Token())
 		}
 		return
@@ -187,36 +187,7 @@ func (s *singleton) finish(ctx context.Context, lk *Lock, start time.Time) error
 		return fmt.Errorf("job ran past LockAtMostFor %v or its lock was broken: %w", s.cfg.atMost, err)
 	}
 	if time.Since(start) < s.cfg.atLeast {
-		return lk.linger(ctx, s.cfg.atLeast)
+		return lk.c().Linger(ctx, s.cfg.atLeast)
 	}
 	return lk.Unlock(ctx)
-}
-
-// stopRenewing takes k out of the heartbeat's renewals: its lease then ends
-// one TTL after it was taken, and the heartbeat ends it locally at its
-// deadline (TTL less the safety margin) with ErrLeaseExpired.
-func (k *Lock) stopRenewing() {
-	k.l.leases.StopRenewing(&k.lease)
-}
-
-// linger ends k locally and leaves its row held until atLeast after it was
-// taken, by the database clock, or releases it at once if
-// that moment has passed.
-func (k *Lock) linger(ctx context.Context, atLeast time.Duration) error {
-	if !k.end(ErrReleased) {
-		return fmt.Errorf("%w: %q: %w", ErrNotHeld, k.key, k.Err())
-	}
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-	defer cancel()
-	if ok, err := k.l.d.Linger(lctx, k.l.db, k.key, k.owner, k.token, atLeast); err != nil || ok {
-		if err != nil {
-			return k.l.wrapErr("linger", k.key, err)
-		}
-		return nil
-	}
-	wake, err := k.releaseRow(k.l.bounds.Within(ctx), false)
-	if wake {
-		k.l.waits.WakeHead(k.key)
-	}
-	return err
 }

@@ -329,3 +329,12 @@ func ptrOrNil(f func()) *func() {
 	}
 	return &f
 }
+
+// Key is the leased key.
+func (e *Entry) Key() string { return e.key }
+
+// Token is the fencing token of the acquisition the lease is of.
+func (e *Entry) Token() int64 { return e.token }
+
+// TTL is the lease's length.
+func (e *Entry) TTL() time.Duration { return e.ttl }

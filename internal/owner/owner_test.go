@@ -1,4 +1,4 @@
-package dblock
+package owner
 
 import (
 	"strings"
@@ -11,10 +11,10 @@ func TestNewOwnerAcrossRefills(t *testing.T) {
 	const n = 3 * len(ownerBits.buf) / 16
 	seen := make(map[string]bool, n)
 	for range n {
-		o := newOwner()
-		suffix, ok := strings.CutPrefix(o, ownerPrefix)
+		o := New()
+		suffix, ok := strings.CutPrefix(o, Prefix)
 		if !ok || len(suffix) != 32 || strings.Trim(suffix, "0123456789abcdef") != "" {
-			t.Fatalf("owner %q is not %s and 32 hex digits", o, ownerPrefix)
+			t.Fatalf("owner %q is not %s and 32 hex digits", o, Prefix)
 		}
 		if seen[suffix] {
 			t.Fatalf("owner %q drawn twice", o)

@@ -1,29 +1,32 @@
-package dblock
+package core
 
 import (
 	"context"
 	"errors"
 	"fmt"
 
+	"github.com/dblockhq/dblock/internal/dberr"
+	"github.com/dblockhq/dblock/internal/dialect"
 	"github.com/dblockhq/dblock/internal/fifo"
+	"github.com/dblockhq/dblock/internal/owner"
 	"github.com/dblockhq/dblock/internal/wait"
 )
 
 // FIFO mode (WithFIFO) keeps its tickets in internal/fifo, whose Queue
-// (Locker.fifo) owns them and the goroutine that renews them. What is here
+// (Engine.fifo) owns them and the goroutine that renews them. What is here
 // is where a FIFO call meets the rest of the Locker: its Locks, its
 // waiters and its events.
 
-// newFIFO returns the Locker's ticket queue; l's context, log and bounds
+// newFIFO returns the engine's ticket queue; e's context, log and bounds
 // are set.
-func (l *Locker) newFIFO() *fifo.Queue {
+func (e *Engine) newFIFO() *fifo.Queue {
 	return fifo.New(fifo.Config{
-		D: l.d, DB: l.db, Q: l.q, ID: l.id, TTL: l.cfg.ttl,
-		Heartbeat: l.cfg.heartbeat, ReleaseTimeout: releaseTimeout,
-		Log: l.log, Ctx: l.ctx, Spawn: l.spawn, Closed: l.isClosed,
-		Bound: l.bounds.Within, WrapErr: l.wrapErr,
+		D: e.d, DB: e.db, Q: e.q, ID: e.id, TTL: e.cfg.TTL,
+		Heartbeat: e.cfg.Beat, ReleaseTimeout: ReleaseTimeout,
+		Log: e.log, Ctx: e.ctx, Spawn: e.spawn, Closed: e.isClosed,
+		Bound: e.bounds.Within, WrapErr: e.WrapErr,
 		Release: func(ctx context.Context, key, memo string, token int64) error {
-			_, err := l.acq.Release(ctx, l.db, key, memo, token, false)
+			_, err := e.acq.Release(ctx, e.db, key, memo, token, false)
 			return err
 		},
 	})
@@ -35,10 +38,10 @@ func (l *Locker) newFIFO() *fifo.Queue {
 type take func(ctx context.Context) (got bool, err error)
 
 // takeLease is the take of Lock and TryLock; *out gets the Lock.
-func (l *Locker) takeLease(key string, lc lockConfig, out **Lock) take {
+func (e *Engine) takeLease(key string, lc LockConfig, out **Lock) take {
 	return func(ctx context.Context) (bool, error) {
-		lk, err := l.try(ctx, key, lc)
-		if errors.Is(err, ErrLocked) {
+		lk, err := e.Try(ctx, key, lc)
+		if errors.Is(err, dialect.ErrLocked) {
 			return false, nil
 		}
 		*out = lk
@@ -50,66 +53,66 @@ func (l *Locker) takeLease(key string, lc lockConfig, out **Lock) take {
 // for it. A call with Owner that re-enters a lock held under that memo, by
 // this Locker or another, never waits for the queue: the holder may be
 // waiting for it. wait says that the key is not free: err then wraps
-// ErrLocked.
-func (l *Locker) tryFIFO(ctx context.Context, key string, lc lockConfig) (lk *Lock, wait bool, err error) {
-	if lc.explicitOwner {
-		reenter := l.holdsAs(key, lc.owner)
+// dialect.ErrLocked.
+func (e *Engine) tryFIFO(ctx context.Context, key string, lc LockConfig) (lk *Lock, wait bool, err error) {
+	if lc.ExplicitOwner {
+		reenter := e.holdsAs(key, lc.Owner)
 		if !reenter {
-			if reenter, err = l.heldAs(ctx, key, lc.owner); err != nil {
+			if reenter, err = e.heldAs(ctx, key, lc.Owner); err != nil {
 				return nil, false, err
 			}
 		}
 		if reenter {
-			lk, err = l.try(ctx, key, lc)
-			return lk, errors.Is(err, ErrLocked), err
+			lk, err = e.Try(ctx, key, lc)
+			return lk, errors.Is(err, dialect.ErrLocked), err
 		}
 	}
-	wait, err = l.tryTurn(ctx, key, lc, l.takeLease(key, lc, &lk))
+	wait, err = e.tryTurn(ctx, key, lc, e.takeLease(key, lc, &lk))
 	return lk, wait, err
 }
 
 // tryTurn takes key with take when no ticket waits for it.
-func (l *Locker) tryTurn(ctx context.Context, key string, lc lockConfig, take take) (wait bool, err error) {
-	if l.waits.Waiting(key) {
-		return true, fmt.Errorf("%w: %q: waiters are queued", ErrLocked, key)
+func (e *Engine) tryTurn(ctx context.Context, key string, lc LockConfig, take take) (wait bool, err error) {
+	if e.waits.Waiting(key) {
+		return true, fmt.Errorf("%w: %q: waiters are queued", dialect.ErrLocked, key)
 	}
-	_, _, wait, err = l.takeTurn(ctx, key, lc, fifo.NoTicket, "", take)
+	_, _, wait, err = e.takeTurn(ctx, key, lc, fifo.NoTicket, "", take)
 	return wait, err
 }
 
 // lockFIFO is Lock in FIFO mode: a call that cannot take the key at once
 // takes a ticket and waits for its turn.
-func (l *Locker) lockFIFO(ctx context.Context, key string, lc lockConfig) (*Lock, error) {
-	if lk, wait, err := l.tryFIFO(ctx, key, lc); !wait {
+func (e *Engine) lockFIFO(ctx context.Context, key string, lc LockConfig) (*Lock, error) {
+	if lk, wait, err := e.tryFIFO(ctx, key, lc); !wait {
 		var last error
-		if err == nil || !l.rideOut(ctx, key, err, &last) {
+		if err == nil || !e.RideOut(ctx, key, err, &last) {
 			return lk, err
 		}
-		if l.uncertain(err) && !lc.explicitOwner {
-			lc.owner = newOwner()
+		if e.uncertain(err) && !lc.ExplicitOwner {
+			lc.Owner = owner.New()
 		}
 	}
 	var lk *Lock
-	t, granted, succ, err := l.queueFor(ctx, key, lc, l.grantable(lc), l.takeLease(key, lc, &lk))
+	t, granted, succ, err := e.queueFor(ctx, key, lc, e.grantable(lc), e.takeLease(key, lc, &lk))
 	if err != nil {
 		return nil, err
 	}
 	if granted != nil {
-		if !l.fifo.ByTicket() {
-			l.fifo.Forget(t) // the ticket went with the grant
+		if !e.fifo.ByTicket() {
+			e.fifo.Forget(t) // the ticket went with the grant
 			return granted, nil
 		}
 		lk = granted // the grant left the ticket expired: it goes as below
 	}
 	// The ticket goes while the caller works: a release that frees the
 	// key waits for that.
-	done := l.fifo.DequeueAsync(key, t)
-	l.mu.Lock()
+	done := e.fifo.DequeueAsync(key, t)
+	e.mu.Lock()
 	lk.dequeued = done
 	if granted == nil {
 		lk.succ = succ // a grant's were set as it was adopted
 	}
-	l.mu.Unlock()
+	e.mu.Unlock()
 	return lk, nil
 }
 
@@ -119,31 +122,31 @@ func (l *Locker) lockFIFO(ctx context.Context, key string, lc lockConfig) (*Lock
 // meanwhile is replaced by a new one, at the end of the queue. A call that
 // a release may give the key to (grant) gets it granted instead when one
 // did: the ticket is gone then, or left expired (dialect.Passer ByTicket).
-func (l *Locker) queueFor(ctx context.Context, key string, lc lockConfig, grant bool, take take) (t int64, granted *Lock, succ fifo.Successors, err error) {
+func (e *Engine) queueFor(ctx context.Context, key string, lc LockConfig, grant bool, take take) (t int64, granted *Lock, succ fifo.Successors, err error) {
 	var lastErr error
-	b := l.waitBackoff(lc.ttl)
+	b := e.WaitBackoff(lc.TTL)
 	memo := grantMemo(grant)
 	for {
-		t, err = l.fifo.Enqueue(ctx, key, memo, ErrClosed)
+		t, err = e.fifo.Enqueue(ctx, key, memo, dberr.ErrClosed)
 		if err != nil {
-			if !l.rideOut(ctx, key, err, &lastErr) {
+			if !e.RideOut(ctx, key, err, &lastErr) {
 				return 0, nil, fifo.Successors{}, err
 			}
-			if err := l.pause(ctx, key, b); err != nil {
+			if err := e.Pause(ctx, key, b); err != nil {
 				return 0, nil, fifo.Successors{}, fmt.Errorf("%w (last database error: %w)", err, lastErr)
 			}
 			continue
 		}
-		l.fifo.Queued()
-		granted, succ, err = l.waitTurn(ctx, key, lc, t, memo, take)
+		e.fifo.Queued()
+		granted, succ, err = e.waitTurn(ctx, key, lc, t, memo, take)
 		if err == nil {
 			return t, granted, succ, nil
 		}
-		l.fifo.Leave(key, t, memo)
+		e.fifo.Leave(key, t, memo)
 		if !errors.Is(err, fifo.ErrTicketLost) {
 			return 0, nil, fifo.Successors{}, err
 		}
-		l.log.Warn("dblock: a FIFO ticket ran out while its call waited; queueing again", "key", key, "ticket", t)
+		e.log.Warn("dblock: a FIFO ticket ran out while its call waited; queueing again", "key", key, "ticket", t)
 	}
 }
 
@@ -156,7 +159,7 @@ func grantMemo(grant bool) string {
 	if !grant {
 		return ""
 	}
-	return newOwner()
+	return owner.New()
 }
 
 // waitTurn waits until ticket t is the oldest live ticket for key and the
@@ -168,9 +171,9 @@ func grantMemo(grant bool) string {
 // and the one behind it poll briskly where no release event comes (MySQL,
 // SQLite); those further back poll with backoff, and no waiter ever writes
 // before its turn.
-func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int64, memo string, take take) (*Lock, fifo.Successors, error) {
+func (e *Engine) waitTurn(ctx context.Context, key string, lc LockConfig, t int64, memo string, take take) (*Lock, fifo.Successors, error) {
 	s := waitStep{fifo: true, t: t, memo: memo, take: take, pace: fifo.Pace{ColdAfter: wait.ColdAfter}}
-	lk, err := l.waitFor(ctx, key, l.waits.JoinOrdered(key, lc, t, memo), &s, nil)
+	lk, err := e.waitFor(ctx, key, e.waits.JoinOrdered(key, lc, t, memo), &s, nil)
 	return lk, s.succ, err
 }
 
@@ -179,50 +182,50 @@ func (l *Locker) waitTurn(ctx context.Context, key string, lc lockConfig, t int6
 // returns the lock a release gave to memo (not "") as granted. st is the
 // queue as read (st.Ahead: the live tickets ahead of t, up to the
 // dialect's cap; zero when the read failed). wait says that it is not
-// t's turn, or that the key is held: err then wraps ErrLocked. What the
+// t's turn, or that the key is held: err then wraps dialect.ErrLocked. What the
 // read means is fifo.State.Turn's to say.
-func (l *Locker) takeTurn(ctx context.Context, key string, lc lockConfig, t int64, memo string, take take) (st fifo.State, granted *Lock, wait bool, err error) {
-	st, err = l.fifo.Read(ctx, key, t, memo)
+func (e *Engine) takeTurn(ctx context.Context, key string, lc LockConfig, t int64, memo string, take take) (st fifo.State, granted *Lock, wait bool, err error) {
+	st, err = e.fifo.Read(ctx, key, t, memo)
 	if err != nil {
-		return fifo.State{}, nil, false, l.wrapErr("read the queue of", key, err)
+		return fifo.State{}, nil, false, e.WrapErr("read the queue of", key, err)
 	}
-	switch st.Turn(t, lc.explicitOwner) {
+	switch st.Turn(t, lc.ExplicitOwner) {
 	case fifo.Granted:
-		granted, err = l.adopt(key, lc, memo, st)
+		granted, err = e.adopt(key, lc, memo, st)
 		return st, granted, false, err
 	case fifo.Lost:
 		return st, nil, false, fifo.ErrTicketLost
 	case fifo.Ahead:
-		return st, nil, true, fmt.Errorf("%w: %q: waiters are queued", ErrLocked, key)
+		return st, nil, true, fmt.Errorf("%w: %q: waiters are queued", dialect.ErrLocked, key)
 	case fifo.Held:
-		return st, nil, true, fmt.Errorf("%w: %q", ErrLocked, key)
+		return st, nil, true, fmt.Errorf("%w: %q", dialect.ErrLocked, key)
 	case fifo.HeldOwner:
-		reenter, err := l.heldAs(ctx, key, lc.owner)
+		reenter, err := e.heldAs(ctx, key, lc.Owner)
 		if err != nil {
 			return st, nil, false, err
 		}
 		if !reenter {
-			return st, nil, true, fmt.Errorf("%w: %q", ErrLocked, key)
+			return st, nil, true, fmt.Errorf("%w: %q", dialect.ErrLocked, key)
 		}
 	}
 	got, err := take(ctx)
 	if err == nil && !got {
-		return st, nil, true, fmt.Errorf("%w: %q", ErrLocked, key)
+		return st, nil, true, fmt.Errorf("%w: %q", dialect.ErrLocked, key)
 	}
 	return st, nil, false, err
 }
 
 // heldAs reports whether key is held under owner, with a live lease, by
 // any Locker: one read.
-func (l *Locker) heldAs(ctx context.Context, key, owner string) (bool, error) {
-	_, held, err := l.d.Owned(ctx, l.q, key, owner)
+func (e *Engine) heldAs(ctx context.Context, key, owner string) (bool, error) {
+	_, held, err := e.d.Owned(ctx, e.q, key, owner)
 	if err != nil {
-		return false, l.wrapErr("read the holder of", key, err)
+		return false, e.WrapErr("read the holder of", key, err)
 	}
 	return held, nil
 }
 
 // holdsAs reports whether this Locker holds key under owner.
-func (l *Locker) holdsAs(key, owner string) bool {
-	return l.leases.Any(key, func(lk *Lock) bool { return lk.owner == owner })
+func (e *Engine) holdsAs(key, owner string) bool {
+	return e.leases.Any(key, func(lk *Lock) bool { return lk.owner == owner })
 }

@@ -1,4 +1,5 @@
-package dblock
+// Package owner draws the owner memos of acquisitions made without Owner.
+package owner
 
 import (
 	"crypto/rand"
@@ -8,9 +9,9 @@ import (
 	"sync"
 )
 
-// ownerPrefix names this process in generated owner memos, for operators
+// Prefix names this process in generated owner memos, for operators
 // reading the lock table: host:pid.
-var ownerPrefix = func() string {
+var Prefix = func() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "unknown"
@@ -30,9 +31,9 @@ var ownerBits struct {
 	left int // unused bytes at the end of buf
 }
 
-// newOwner returns a fresh owner memo: host:pid: and 128 random bits from
+// New returns a fresh owner memo: host:pid: and 128 random bits from
 // crypto/rand, so no other owner can guess it.
-func newOwner() string {
+func New() string {
 	var b [16]byte
 	ownerBits.mu.Lock()
 	if ownerBits.left < len(b) {
@@ -44,5 +45,5 @@ func newOwner() string {
 	clear(used)
 	ownerBits.left -= len(b)
 	ownerBits.mu.Unlock()
-	return ownerPrefix + hex.EncodeToString(b[:])
+	return Prefix + hex.EncodeToString(b[:])
 }

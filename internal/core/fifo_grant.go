@@ -1,9 +1,10 @@
-package dblock
+package core
 
 import (
 	"context"
 	"time"
 
+	"github.com/dblockhq/dblock/internal/dberr"
 	"github.com/dblockhq/dblock/internal/dialect"
 	"github.com/dblockhq/dblock/internal/fifo"
 )
@@ -27,25 +28,25 @@ import (
 // keep), no Data (a grant carries none), and the Locker's lease (its
 // ticket's lease, which the grant gives), on a dialect whose releases
 // grant.
-func (l *Locker) grantable(lc lockConfig) bool {
-	return !lc.explicitOwner && lc.data == "" && lc.ttl == l.cfg.ttl && l.d.Passer() != nil
+func (e *Engine) grantable(lc LockConfig) bool {
+	return !lc.ExplicitOwner && lc.Data == "" && lc.TTL == e.cfg.TTL && e.d.Passer() != nil
 }
 
 // adopt makes the Lock of the lease a release gave to memo, as try does for
 // a lease it took. The lease began st.Age before st was read, by the
 // database clock; its local start is put that much before the read was
 // sent, so the local end of the lease is never later than the database's.
-func (l *Locker) adopt(key string, lc lockConfig, memo string, st fifo.State) (*Lock, error) {
-	lc.owner = memo
-	lk := l.newLock(key, lc, st.Granted, st.Sent.Add(-st.Age))
+func (e *Engine) adopt(key string, lc LockConfig, memo string, st fifo.State) (*Lock, error) {
+	lc.Owner = memo
+	lk := e.newLock(key, lc, st.Granted, st.Sent.Add(-st.Age))
 	lk.succ = st.Succ
-	if !l.leases.Register(lk) {
-		_ = lk.release(context.Background(), ErrClosed)
-		return nil, ErrClosed
+	if !e.leases.Register(lk) {
+		_ = lk.Release(context.Background(), dberr.ErrClosed)
+		return nil, dberr.ErrClosed
 	}
-	l.fifo.Granted()
-	if l.debugging() {
-		l.log.Debug("dblock: granted", "key", key, "token", st.Granted, "age", st.Age)
+	e.fifo.Granted()
+	if e.debugging() {
+		e.log.Debug("dblock: granted", "key", key, "token", st.Granted, "age", st.Age)
 	}
 	return lk, nil
 }
@@ -56,23 +57,23 @@ func (l *Locker) adopt(key string, lc lockConfig, memo string, st fifo.State) (*
 // takes after (the ticket the release's holder knew to come after g's) as
 // its own next. Otherwise the waiter, here or elsewhere, reads the grant
 // when woken. It reports whether it handed the lease.
-func (l *Locker) handGrant(key string, g dialect.Grant, sent time.Time, after int64) bool {
-	w := l.waits.ReserveTicket(key, g.Ticket)
+func (e *Engine) handGrant(key string, g dialect.Grant, sent time.Time, after int64) bool {
+	w := e.waits.ReserveTicket(key, g.Ticket)
 	if w == nil {
 		return false
 	}
 	lc := w.Cfg
-	lc.owner = w.Memo()
-	lk := l.newLock(key, lc, g.Token, sent)
+	lc.Owner = w.Memo()
+	lk := e.newLock(key, lc, g.Token, sent)
 	if after != g.Ticket {
 		lk.succ.Next = after
 	}
-	if !l.leases.Register(lk) { // closed meanwhile
-		l.waits.Finish(w, nil, false, "")
-		_ = lk.release(context.Background(), ErrClosed)
+	if !e.leases.Register(lk) { // closed meanwhile
+		e.waits.Finish(w, nil, false, "")
+		_ = lk.Release(context.Background(), dberr.ErrClosed)
 		return true
 	}
-	l.fifo.Granted()
-	l.waits.Finish(w, lk, true, "")
+	e.fifo.Granted()
+	e.waits.Finish(w, lk, true, "")
 	return true
 }

@@ -1,4 +1,4 @@
-package dblock
+package core
 
 import (
 	"context"
@@ -12,29 +12,29 @@ import (
 // the database rolled back (deadlock, serialization failure, lock wait
 // timeout). Authentication, an unknown database, a missing table or a
 // missing privilege do not heal, and are not transient.
-func (l *Locker) transient(err error) bool {
-	c := l.d.Classify(err)
+func (e *Engine) transient(err error) bool {
+	c := e.d.Classify(err)
 	return c == dialect.Conn || c == dialect.RolledBack
 }
 
-// waitEnded is the error of a wait for key that ctx ended; last is the
+// WaitEnded is the error of a wait for key that ctx ended; last is the
 // transient database error the wait last rode out, if any.
-func waitEnded(ctx context.Context, key string, last error) error {
+func WaitEnded(ctx context.Context, key string, last error) error {
 	if last != nil {
 		return fmt.Errorf("dblock: waiting for %q: %w (last database error: %w)", key, ctxErr(ctx), last)
 	}
 	return fmt.Errorf("dblock: waiting for %q: %w", key, ctxErr(ctx))
 }
 
-// rideOut decides what a wait for key does with err from an attempt: it
+// RideOut decides what a wait for key does with err from an attempt: it
 // returns true to wait and try again (err is transient and ctx lives on),
 // after noting err in *last and logging it.
-func (l *Locker) rideOut(ctx context.Context, key string, err error, last *error) bool {
-	if ctx.Err() != nil || !l.transient(err) {
+func (e *Engine) RideOut(ctx context.Context, key string, err error, last *error) bool {
+	if ctx.Err() != nil || !e.transient(err) {
 		return false
 	}
 	if *last == nil {
-		l.log.Warn("dblock: database error while waiting; retrying until the context ends", "key", key, "err", err)
+		e.log.Warn("dblock: database error while waiting; retrying until the context ends", "key", key, "err", err)
 	}
 	*last = err
 	return true
@@ -44,4 +44,4 @@ func (l *Locker) rideOut(ctx context.Context, key string, err error, last *error
 // run: then a waiter without Owner tries again under a new owner memo, so
 // a row that attempt may have taken runs out at the end of its lease
 // rather than being entered twice.
-func (l *Locker) uncertain(err error) bool { return l.d.Classify(err) == dialect.Conn }
+func (e *Engine) uncertain(err error) bool { return e.d.Classify(err) == dialect.Conn }

@@ -1,7 +1,7 @@
-package dblock
+package core
 
 // notifying reports whether release events currently reach this Locker.
-func (l *Locker) notifying() bool { return l.ev.On() }
+func (e *Engine) notifying() bool { return e.ev.On() }
 
 // onEvent handles a notification: a released key wakes our first waiter for
 // it (and, released by another Locker, ends our standing back from it); a
@@ -10,45 +10,45 @@ func (l *Locker) notifying() bool { return l.ev.On() }
 // it notify for a while.
 // Events name keys by tag: a released key matters only if we wait for it,
 // and our queues know their tags; wanted marks are kept by tag.
-func (l *Locker) onEvent(released bool, from, tag string, granted int64) {
+func (e *Engine) onEvent(released bool, from, tag string, granted int64) {
 	if released && from == "" {
 		// A ForceUnlock or a reap may have ended a lock of ours: renew
 		// at once every held lock on the key, so that a renewal that finds
-		// the row gone ends it with ErrTakenOver within a round trip, not
+		// the row gone ends it with dberr.ErrTakenOver within a round trip, not
 		// at its next beat.
-		l.leases.Recheck(tag)
+		e.leases.Recheck(tag)
 	}
 	if released && granted != 0 {
-		if key, ok := l.waits.GrantEvent(tag, granted); ok && from != l.id {
-			l.fair.EndYield(key)
+		if key, ok := e.waits.GrantEvent(tag, granted); ok && from != e.id {
+			e.fair.EndYield(key)
 		}
 		return
 	}
 	if released {
-		key, ok := l.waits.KeyOf(tag)
+		key, ok := e.waits.KeyOf(tag)
 		if !ok {
 			return // nobody here waits for it
 		}
-		if from != l.id {
-			l.fair.EndYield(key)
+		if from != e.id {
+			e.fair.EndYield(key)
 		}
-		l.waits.WakeHead(key)
+		e.waits.WakeHead(key)
 		return
 	}
-	if from == l.id {
+	if from == e.id {
 		return // our own waiters are known without the database
 	}
-	l.fair.Want(tag)
+	e.fair.Want(tag)
 }
 
 // wantedElsewhere reports whether another Locker said lately that it waits
 // for key.
-func (l *Locker) wantedElsewhere(key string) bool {
-	n := l.d.Notifier()
-	if n == nil || !l.fair.AnyWanted() {
+func (e *Engine) wantedElsewhere(key string) bool {
+	n := e.d.Notifier()
+	if n == nil || !e.fair.AnyWanted() {
 		return false // most releases: no tag to compute (an HMAC)
 	}
-	return l.fair.Wanted(n.Tag(key))
+	return e.fair.Wanted(n.Tag(key))
 }
 
 // fairPolling reports whether waiters for key should poll instead of being
@@ -57,9 +57,9 @@ func (l *Locker) wantedElsewhere(key string) bool {
 // keep the key to itself. While Lockers contend for key (our waiter found it
 // held by another one lately), our releases do not wake our own waiter and
 // our waiter polls every fair.Poll on average, on a par with the others.
-func (l *Locker) fairPolling(key string) bool {
-	if l.notifying() {
+func (e *Engine) fairPolling(key string) bool {
+	if e.notifying() {
 		return false
 	}
-	return l.fair.Contended(key)
+	return e.fair.Contended(key)
 }

@@ -1,4 +1,4 @@
-package dblock
+package core
 
 import (
 	"context"
@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/dblockhq/dblock/internal/clock"
+	"github.com/dblockhq/dblock/internal/dberr"
 	"github.com/dblockhq/dblock/internal/dialect"
 	"github.com/dblockhq/dblock/internal/fair"
+	"github.com/dblockhq/dblock/internal/owner"
 )
 
 // handOff passes k's key to this Locker's first waiter for it, if there is
@@ -18,66 +20,66 @@ import (
 // a loss). A handover is retried as a release is (retryRelease), and the
 // waiter gets the key only from a handover known to have committed.
 func (k *Lock) handOff(ctx context.Context) (done, uncertain bool, err error) {
-	l := k.l
-	if l.cfg.fifo {
+	e := k.e
+	if e.cfg.FIFO {
 		return false, false, nil // the local waiter may not be next (WithFIFO)
 	}
-	if !l.waits.Waiting(k.key) || l.leases.Count(k.key) > 1 || l.isClosed() {
+	if !e.waits.Waiting(k.Key()) || e.leases.Count(k.Key()) > 1 || e.isClosed() {
 		return false, false, nil // nobody to hand to, or a re-entry still holds it
 	}
-	if lim, blind := l.localRun(k.key); !lim.MayHandOn(k.turns, k.runStart, time.Now()) {
-		l.fair.Yield(k.key, k.token, blind)
+	if lim, blind := e.localRun(k.Key()); !lim.MayHandOn(k.turns, k.runStart, time.Now()) {
+		e.fair.Yield(k.Key(), k.Token(), blind)
 		return false, false, nil
 	}
-	w := l.waits.ReserveHead(k.key)
+	w := e.waits.ReserveHead(k.Key())
 	if w == nil {
 		return false, false, nil // the head is trying on its own
 	}
 	start := time.Now()
-	ctx = l.bounds.Within(ctx)
+	ctx = e.bounds.Within(ctx)
 	var token int64
-	ok, uncertain, err := l.retryRelease(ctx, func() (ok bool, err error) {
-		token, ok, err = l.d.Handoff(ctx, l.q, k.key, k.owner, k.token, w.Cfg.owner, w.Cfg.ttl, w.Cfg.value())
+	ok, uncertain, err := e.retryRelease(ctx, func() (ok bool, err error) {
+		token, ok, err = e.d.Handoff(ctx, e.q, k.Key(), k.owner, k.Token(), w.Cfg.Owner, w.Cfg.TTL, w.Cfg.Value())
 		return ok, err
 	})
-	if err == nil && uncertain && !w.Cfg.explicitOwner {
+	if err == nil && uncertain && !w.Cfg.ExplicitOwner {
 		// A statement whose connection failed may have handed the key
 		// over; only such a statement gives the row the waiter's memo.
-		token, ok = k.handedTo(ctx, w.Cfg.owner)
+		token, ok = k.handedTo(ctx, w.Cfg.Owner)
 		uncertain = !ok
 	}
 	// After a failure, the statement may have run: the waiter's own try
 	// must not re-enter the row under the memo it may have been given.
 	fresh := ""
-	if (err != nil || uncertain) && !w.Cfg.explicitOwner {
-		fresh = newOwner()
+	if (err != nil || uncertain) && !w.Cfg.ExplicitOwner {
+		fresh = owner.New()
 	}
 	switch {
 	case err != nil:
-		l.waits.Finish(w, nil, false, fresh)
+		e.waits.Finish(w, nil, false, fresh)
 		return true, false, fmt.Errorf("%w (the row stays held until its lease of %v ends)",
-			l.wrapErr("release", k.key, err), max(k.ttl, w.Cfg.ttl))
+			e.WrapErr("release", k.Key(), err), max(k.TTL(), w.Cfg.TTL))
 	case !ok:
 		// Lost, or re-entered under our memo by another Locker: the
 		// release says which.
-		l.waits.Finish(w, nil, false, fresh)
+		e.waits.Finish(w, nil, false, fresh)
 		return false, uncertain, nil
 	}
-	lk := l.newLock(k.key, w.Cfg, token, start)
+	lk := e.newLock(k.Key(), w.Cfg, token, start)
 	lk.turns = k.turns + 1
 	lk.runStart = k.runStart
 	if k.turns == 0 {
 		lk.runStart = start // the first local handover starts the run
 	}
-	if !l.leases.Register(lk) { // closed meanwhile
-		l.waits.Finish(w, nil, false, "")
-		lk.end(ErrClosed)
+	if !e.leases.Register(lk) { // closed meanwhile
+		e.waits.Finish(w, nil, false, "")
+		lk.end(dberr.ErrClosed)
 		_, err := lk.releaseRow(ctx, false)
 		return true, false, err
 	}
-	l.waits.Finish(w, lk, true, "")
-	if l.debugging() {
-		l.log.Debug("dblock: handed over", "key", k.key, "token", token, "from", k.token)
+	e.waits.Finish(w, lk, true, "")
+	if e.debugging() {
+		e.log.Debug("dblock: handed over", "key", k.Key(), "token", token, "from", k.Token())
 	}
 	return true, false, nil
 }
@@ -87,8 +89,8 @@ func (k *Lock) handOff(ctx context.Context) (done, uncertain bool, err error) {
 // and under which token: then a handover committed.
 func (k *Lock) handedTo(ctx context.Context, memo string) (token int64, ok bool) {
 	var info dialect.Info
-	held, _, err := k.l.retryRelease(ctx, func() (held bool, err error) {
-		info, held, err = k.l.d.Get(ctx, k.l.q, k.key)
+	held, _, err := k.e.retryRelease(ctx, func() (held bool, err error) {
+		info, held, err = k.e.d.Get(ctx, k.e.q, k.Key())
 		return held, err
 	})
 	if err != nil || !held || info.Owner != memo || info.Depth != 1 {
@@ -99,21 +101,21 @@ func (k *Lock) handedTo(ctx context.Context, memo string) (token int64, ok bool)
 
 // localRun is how long a run of local handovers of key fairness allows;
 // blind says that no other Locker can be known to wait (fair.Marks.BlindRun).
-func (l *Locker) localRun(key string) (lim fair.Limit, blind bool) {
+func (e *Engine) localRun(key string) (lim fair.Limit, blind bool) {
 	switch {
-	case l.notifying() && !l.wantedElsewhere(key):
+	case e.notifying() && !e.wantedElsewhere(key):
 		return fair.Unbounded, false // another Locker's waiter would have said so
-	case l.notifying() || l.fairPolling(key):
+	case e.notifying() || e.fairPolling(key):
 		return fair.Contended, false
 	}
-	return l.fair.BlindRun(key), true
+	return e.fair.BlindRun(key), true
 }
 
 // yielding reports whether our waiters for key stand back; if so it sets
 // poll to fire when they may try again (outside fair.mu: a poll timer's
 // first short delay starts the fine clock).
-func (l *Locker) yielding(key string, poll *clock.Timer) bool {
-	d := l.fair.YieldLeft(key)
+func (e *Engine) yielding(key string, poll *clock.Timer) bool {
+	d := e.fair.YieldLeft(key)
 	if d > 0 {
 		poll.Reset(d)
 	}

@@ -1,4 +1,4 @@
-package dblock
+package core
 
 import (
 	"context"
@@ -7,19 +7,19 @@ import (
 )
 
 // idleHost is the Locker as its idle poller (wait.Idle) sees it.
-type idleHost Locker
+type idleHost Engine
 
 func (h *idleHost) HeldHere(key string) bool { return h.leases.Count(key) > 0 }
 
 func (h *idleHost) ReadHeld(ctx context.Context, keys []string) ([]string, error) {
-	l := (*Locker)(h)
-	return l.d.HeldKeys(ctx, l.q, keys, "")
+	e := (*Engine)(h)
+	return e.d.HeldKeys(ctx, e.q, keys, "")
 }
 
-func (h *idleHost) Notifying() bool { return (*Locker)(h).notifying() }
+func (h *idleHost) Notifying() bool { return (*Engine)(h).notifying() }
 
 func (h *idleHost) Announce(ctx context.Context, keys ...string) {
-	(*Locker)(h).announceWant(ctx, keys...)
+	(*Engine)(h).announceWant(ctx, keys...)
 }
 
 func (h *idleHost) WakeHead(key string) { h.waits.WakeHead(key) }
@@ -30,13 +30,13 @@ func (h *idleHost) WakeHead(key string) { h.waits.WakeHead(key) }
 // key, which the waiter learns when woken. A failed read says no: the
 // waiter polls on its own meanwhile.
 func (h *idleHost) GrantedHere(key string) bool {
-	l := (*Locker)(h)
-	memo := l.waits.HeadMemo(key)
-	if memo == "" || !l.fifo.ByTicket() {
+	e := (*Engine)(h)
+	memo := e.waits.HeadMemo(key)
+	if memo == "" || !e.fifo.ByTicket() {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(l.ctx, wait.ReadTimeout)
+	ctx, cancel := context.WithTimeout(e.ctx, wait.ReadTimeout)
 	defer cancel()
-	_, held, err := l.d.Owned(ctx, l.q, key, memo)
+	_, held, err := e.d.Owned(ctx, e.q, key, memo)
 	return held && err == nil
 }

@@ -1,0 +1,230 @@
+package core
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/dblockhq/dblock/internal/acquire"
+	"github.com/dblockhq/dblock/internal/bells"
+	"github.com/dblockhq/dblock/internal/clock"
+	"github.com/dblockhq/dblock/internal/dberr"
+	"github.com/dblockhq/dblock/internal/dialect"
+	"github.com/dblockhq/dblock/internal/fair"
+	"github.com/dblockhq/dblock/internal/fifo"
+	"github.com/dblockhq/dblock/internal/lease"
+	"github.com/dblockhq/dblock/internal/notify"
+	"github.com/dblockhq/dblock/internal/owner"
+	"github.com/dblockhq/dblock/internal/wait"
+)
+
+// Engine is a Locker's machinery: it takes, waits for, hands over and
+// releases keys, and wires the parts that own the rest (the lease
+// registry and its heartbeat, the local wait queues, the ticket queue,
+// the listener and bells, the idle poller, the fairness marks). The root's
+// Locker is a facade over one Engine. It owns a context that its parts'
+// goroutines run under, and a WaitGroup that Close waits on.
+type Engine struct {
+	cfg Config
+	db  *sql.DB
+	d   dialect.Dialect
+	acq *acquire.Strategy // takes and releases rows
+	log *slog.Logger
+
+	q      dialect.Querier // db through prepared statements
+	stmts  *dialect.StmtCache
+	bounds lease.Bounds // of Unlock's statements
+	waits  *waitQueues
+	leases *lease.Registry[*Lock] // held locks and their heartbeat (leaseHooks)
+	fifo   *fifo.Queue            // tickets (WithFIFO); its statements serve Reap in any mode
+
+	mu      sync.Mutex // closed, and the FIFO state of Locks
+	closed  bool
+	closing chan struct{} // closed by Close
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // every goroutine of the parts, and what spawn runs
+
+	id    string           // names this Locker in notifications
+	ev    *notify.Listener // the listener (PostgreSQL)
+	fair  fair.Marks       // keys other Lockers want, or hold; blind runs
+	idle  *wait.Idle       // keys whose waiters went cold
+	bell  *bells.Ringer    // MySQL's release events, holder's side
+	ears  *bells.Ears      // and waiter's side
+	clock *clock.Clock     // short poll delays
+
+	obs Observer // nil: none
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New returns an engine over cfg.DB that speaks cfg.D, and starts its
+// heartbeat. It sends no query.
+func New(cfg Config) *Engine {
+	d := cfg.D
+	e := &Engine{
+		cfg: cfg, db: cfg.DB, d: d, log: cfg.Log,
+		id:      owner.New()[len(owner.Prefix):][:16],
+		stmts:   dialect.NewStmtCache(cfg.DB),
+		closing: make(chan struct{}),
+		acq:     acquire.New(d, !cfg.NoCombining, ReleaseTimeout),
+		obs:     cfg.Observer,
+	}
+	e.q = e.stmts
+	var tagOf func(string) string
+	if n := d.Notifier(); n != nil {
+		tagOf = n.Tag
+	}
+	e.waits = wait.New[LockConfig, *Lock](tagOf, func(c *LockConfig, owner string) { c.Owner = owner })
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.clock = clock.New(e.ctx, e.spawn, e.log)
+	host := bells.Host{Ctx: e.ctx, DB: e.db, Q: e.q, Spawn: e.spawn, Log: e.log,
+		Held: func(key string) bool { return e.leases.Count(key) > 0 }}
+	e.ev = notify.New(e.ctx, d.Notifier(), e.db, e.spawn, e.log,
+		notify.Sink{Connected: func() { e.waits.WakeAll() }, Event: e.onEvent})
+	b := bells.Of(d)
+	e.bell = bells.NewRinger(b, host)
+	e.ears = bells.NewEars(b, host)
+	e.idle = wait.NewIdle(e.ctx, e.spawn, e.log, (*idleHost)(e), e.ears, cfg.RetryHi)
+	e.fifo = e.newFIFO()
+	e.leases = newLeases(e)
+	e.leases.Start(e.spawn)
+	return e
+}
+
+// Close stops the heartbeat and every other goroutine of the parts, waits
+// for them, and releases every lock still held (their Err then wraps
+// ErrReleased and ErrClosed). It is idempotent and never closes the DB.
+func (e *Engine) Close() error {
+	e.closeOnce.Do(func() {
+		e.mu.Lock()
+		e.closed = true
+		e.mu.Unlock()
+		held := e.leases.Close()
+		e.cancel() // also cuts short a renewal in flight
+		close(e.closing)
+		e.wg.Wait()
+		// Past the lease a release is moot (the row has expired): Close
+		// returns within one TTL however slow the database is.
+		ctx, cancel := context.WithTimeout(context.Background(), min(ReleaseTimeout, e.cfg.TTL))
+		defer cancel()
+		e.closeErr = e.releaseAll(ctx, held)
+		e.closeStmts(ctx)
+	})
+	return e.closeErr
+}
+
+// closeStmts closes the Locker's prepared statements, waiting for that
+// until ctx ends. Closing a statement talks to the server on each idle
+// connection that prepared it, with no context (pgx deallocates with a
+// timeout of its own, 5 s per statement and connection): on a server that
+// stopped answering, the rest is left to run in the background, bounded
+// by the driver, rather than hold Close past the lease.
+func (e *Engine) closeStmts(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.stmts.Close()
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		e.log.Debug("dblock: closing prepared statements outlived Close; left to the driver")
+	}
+}
+
+// spawn runs f as one of the Locker's goroutines, which Close waits for;
+// false, without running f, when the Locker is closed.
+func (e *Engine) spawn(f func()) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// closeWorkers bounds the releases Close runs at once.
+const closeWorkers = 8
+
+// releaseAll releases held in parallel (at most closeWorkers statements at
+// once) until ctx ends (Close: one release timeout, at most a TTL, in all), so closing a Locker that holds
+// many locks costs a fraction of a round trip each, and an unreachable
+// database costs one timeout, not one per lock.
+func (e *Engine) releaseAll(ctx context.Context, held []*Lock) error {
+	cause := fmt.Errorf("%w: %w", dberr.ErrReleased, dberr.ErrClosed)
+	errs := make([]error, len(held))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(closeWorkers, len(held)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if !held[i].end(cause) {
+					continue // ended meanwhile (Unlock, loss)
+				}
+				if _, err := held[i].releaseRow(ctx, false); err != nil && !errors.Is(err, dberr.ErrNotHeld) {
+					errs[i] = err
+				}
+			}
+		}()
+	}
+	for i := range held {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// wrapErr turns a driver error into dblock's: a missing table becomes
+// dberr.ErrNoSchema, a cancelled context stays visible.
+func (e *Engine) WrapErr(op, key string, err error) error {
+	if e.d.Classify(err) == dialect.NoTable {
+		return fmt.Errorf("dblock: %s %q: %w (table %s): %w", op, key, dberr.ErrNoSchema, e.cfg.Table, err)
+	}
+	return fmt.Errorf("dblock: %s %q: %w", op, key, err)
+}
+
+// debugging reports whether e logs at debug level. The hot paths ask first:
+// the arguments of a Debug call are boxed even when nothing is logged.
+func (e *Engine) debugging() bool { return e.log.Enabled(context.Background(), slog.LevelDebug) }
+
+func (e *Engine) isClosed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed
+}
+
+func ctxErr(ctx context.Context) error { return dberr.Ctx(ctx) }
+
+// D is the engine's dialect.
+func (e *Engine) D() dialect.Dialect { return e.d }
+
+// Q is where the engine sends its statements: its DB, through prepared
+// statements.
+func (e *Engine) Q() dialect.Querier { return e.q }
+
+// Spawn runs f as one of the engine's goroutines, which Close waits for;
+// false, without running f, when the engine is closed.
+func (e *Engine) Spawn(f func()) bool { return e.spawn(f) }
+
+// Closing is closed when Close begins.
+func (e *Engine) Closing() <-chan struct{} { return e.closing }
+
+// ReapQueue deletes the tickets whose lease ran out (WithFIFO's queue
+// table), in any mode.
+func (e *Engine) ReapQueue(ctx context.Context) (int, error) { return e.fifo.Reap(ctx) }
+
+// Log is the engine's logger.
+func (e *Engine) Log() *slog.Logger { return e.log }
