@@ -48,7 +48,7 @@ func (l *Locker) call(ctx context.Context, key string, opts []LockOption, wait b
 	ctx, end := l.acquiring(ctx, key, wait, &lc)
 	k, err := take(ctx, key, lc.cfg)
 	err = core.ClosedErr(ctx, err)
-	lk := (*Lock)(k)
+	lk := lockOf(k)
 	end(lk, err)
 	return lk, err
 }

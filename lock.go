@@ -3,15 +3,29 @@ package dblock
 import (
 	"context"
 	"time"
+	"unsafe"
 
 	"github.com/dblockhq/dblock/internal/core"
 )
 
 // Lock is one acquisition of a key. Its methods are safe for concurrent use.
-type Lock core.Lock
+type Lock struct {
+	lk core.Lock // the only field: a Lock and a core.Lock share their layout
+}
 
 // c is k as the engine's Lock.
-func (k *Lock) c() *core.Lock { return (*core.Lock)(k) }
+func (k *Lock) c() *core.Lock { return &k.lk }
+
+// lockOf returns the Lock whose engine Lock is k (nil for nil): the engine
+// allocates a core.Lock, and the Lock is the same memory (a struct of one
+// field has that field's layout), so an acquisition stays one allocation.
+func lockOf(k *core.Lock) *Lock { return (*Lock)(unsafe.Pointer(k)) }
+
+// The sizes must agree for lockOf's conversion to be valid.
+var (
+	_ [unsafe.Sizeof(Lock{}) - unsafe.Sizeof(core.Lock{})]byte
+	_ [unsafe.Sizeof(core.Lock{}) - unsafe.Sizeof(Lock{})]byte
+)
 
 // Key returns the locked key.
 func (k *Lock) Key() string {
@@ -55,7 +69,7 @@ func (k *Lock) TTL() time.Duration {
 // has closed.
 func (k *Lock) Done() <-chan struct{} {
 	if k == nil {
-		return (*core.Lock)(nil).Done()
+		return (*core.Lock)(nil).Done() // closed: never held
 	}
 	return k.c().Done()
 }

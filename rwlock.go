@@ -191,7 +191,7 @@ func (c *sharedCall) tryRead(ctx context.Context, slots []string) (*Lock, error)
 	for i := range slots {
 		slot := slots[(start+i)%len(slots)]
 		k, err := l.e.Try(ctx, slot, lc.cfg)
-		lk := (*Lock)(k)
+		lk := lockOf(k)
 		if errors.Is(err, ErrLocked) {
 			continue
 		}
@@ -226,7 +226,7 @@ func (c *sharedCall) write(ctx context.Context) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	lk = (*Lock)(k)
+	lk = lockOf(k)
 	// Holding the writer's row, wait for the readers to leave.
 	b := l.e.WaitBackoff(lc.cfg.TTL)
 	var lastErr error

@@ -178,7 +178,7 @@ func (s *Semaphore) try(ctx context.Context) (*Permit, error) {
 		if err != nil {
 			return nil, err
 		}
-		lk := (*Lock)(k)
+		lk := lockOf(k)
 		if ctx.Err() != nil { // the caller left while the statement ran
 			if err := lk.Unlock(ctx); err != nil {
 				l.log.Warn("dblock: releasing a permit taken after its caller left failed; it ends with its lease", "key", key, "err", err)

@@ -12,6 +12,6 @@
 // engine starts them in New and stops them in Close.
 //
 // The root package is a facade: its Locker holds one Engine, and its Lock
-// is this package's Lock under its own name, so an acquisition stays one
-// allocation. Nothing here imports the root; no mechanism imports core.
+// is a struct whose only field is this package's Lock, handed out in
+// place, so an acquisition stays one allocation. Nothing here imports the root; no mechanism imports core.
 package core

@@ -13,8 +13,9 @@ import (
 	"github.com/dblockhq/dblock/internal/lease"
 )
 
-// Lock is one acquisition of a key: the root's Lock is this type under
-// its own name (type Lock core.Lock), so an acquisition is one allocation.
+// Lock is one acquisition of a key: the root's Lock is a struct whose only
+// field is this type, handed out in place, so an acquisition is one
+// allocation.
 // Its methods are safe for concurrent use. The zero Lock names no
 // acquisition: Done is closed, Err and Release report ErrNoLock.
 type Lock struct {
