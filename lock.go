@@ -74,6 +74,49 @@ func (k *Lock) Err() error {
 	return k.c().Err()
 }
 
+// Deadline returns when the lock's lease ends by the local bound that Err
+// reads: the start of its last renewal plus its lease, less the safety
+// margin (a tenth of the lease), by this process's monotonic clock. Each
+// renewal moves it later; once it has passed without one, Err reports
+// ErrLeaseExpired. time.Until(lock.Deadline()) is how long the holder may
+// still count on the lock should renewals stop now. It returns the zero
+// time once the lock has ended, and for a nil Lock.
+func (k *Lock) Deadline() time.Time {
+	if k == nil {
+		return time.Time{}
+	}
+	return k.c().Deadline()
+}
+
+// Extend renews the lock's lease now, in one statement fenced by its token
+// as the heartbeat's renewals are, and makes the lease at least d long, for
+// a holder that expects renewals to stall (a long statement on a busy
+// database, a planned failover) and wants the lock to outlast them. d must
+// be within [MinTTL, MaxTTL].
+//
+// The longer lease stays: the heartbeat's later renewals give d each time
+// (and come at the same fraction of it as before), so Deadline stays about
+// d ahead, and a holder that dies keeps the key up to d. Extend never
+// shortens a lease: with a d below the current lease it is a plain
+// renewal. Nor does it reach past MaxHold: d is cut to the time MaxHold
+// leaves. Re-entries under the same Owner share the row, and each keeps
+// its own lease locally.
+//
+// It returns an error wrapping ErrNotHeld (and Err's cause) when the lock
+// has ended, or when the statement finds it no longer ours, which ends it
+// as ErrTakenOver. Any other error leaves the lease as it was: the
+// heartbeat keeps renewing it. A row locked by a transaction (a Lock.Check
+// in progress) is not renewed, and Extend says so.
+func (k *Lock) Extend(ctx context.Context, d time.Duration) error {
+	if k == nil {
+		return core.ErrNoLock
+	}
+	if err := validateTTL("Extend", d); err != nil {
+		return err
+	}
+	return k.c().Extend(ctx, d)
+}
+
 // Unlock releases one level of the lock: the key is free again once every
 // re-entry under the same Owner has been unlocked. It returns an error
 // wrapping ErrNotHeld when the lock is no longer ours: unlocked already, lost

@@ -113,8 +113,8 @@ func (r *Registry[L]) dueRenewals(now time.Time) (due []L, shortest time.Duratio
 		// so locks fall into step and share statements.
 		if !now.Before(e.nextBeat.Add(-e.interval / 2)) {
 			due = append(due, lk)
-			if shortest == 0 || e.ttl < shortest {
-				shortest = e.ttl
+			if shortest == 0 || e.lease < shortest {
+				shortest = e.lease
 			}
 		}
 	}
@@ -278,7 +278,7 @@ func (r *Registry[L]) renewChunk(ctx context.Context, chunk []L) error {
 			e.nextBeat = start.Add(max(e.interval/4, 5*time.Millisecond))
 			continue
 		}
-		e.deadline = start.Add(e.ttl - safetyMargin(e.ttl))
+		e.deadline = start.Add(e.lease - safetyMargin(e.lease))
 		e.nextBeat = start.Add(e.interval)
 	}
 	r.mu.Unlock()

@@ -22,9 +22,10 @@ func safetyMargin(ttl time.Duration) time.Duration { return ttl / 10 }
 type Entry struct {
 	key   string
 	token int64
-	ttl   time.Duration
+	ttl   time.Duration // the lease it was taken with
 
 	// Under the Registry's mu.
+	lease     time.Duration // the lease renewals give: ttl, or longer after Extend
 	interval  time.Duration // renewal period
 	deadline  time.Time     // local end of the lease: last renewal start + ttl - margin
 	nextBeat  time.Time
@@ -63,6 +64,9 @@ type Config struct {
 	Heartbeat time.Duration // renewal period of a lease of TTL
 	// Renew renews refs in one statement (dialect.Dialect.Renew).
 	Renew func(ctx context.Context, refs []dialect.Ref) (lost, busy []dialect.Ref, err error)
+	// Extend renews ref and lengthens its lease to at least lease
+	// (dialect.Dialect.Extend).
+	Extend func(ctx context.Context, ref dialect.Ref, lease time.Duration) (lost, busy bool, err error)
 	// TagOf names a key in notifications; nil when the owner hears none.
 	TagOf func(key string) string
 	Log   *slog.Logger
@@ -119,9 +123,9 @@ func New[L comparable](ctx context.Context, cfg Config, entry func(L) *Entry, ho
 // a lease of ttl by a statement sent at start, ended at start+maxHold
 // (0: no MaxHold).
 func (r *Registry[L]) Entry(key string, token int64, ttl time.Duration, start time.Time, maxHold time.Duration) Entry {
-	interval := time.Duration(float64(ttl) * float64(r.cfg.Heartbeat) / float64(r.cfg.TTL))
+	interval := r.interval(ttl)
 	e := Entry{
-		key: key, token: token, ttl: ttl,
+		key: key, token: token, ttl: ttl, lease: ttl,
 		interval: interval,
 		deadline: start.Add(ttl - safetyMargin(ttl)),
 		nextBeat: start.Add(interval),
@@ -130,6 +134,12 @@ func (r *Registry[L]) Entry(key string, token int64, ttl time.Duration, start ti
 		e.maxHoldAt = start.Add(maxHold)
 	}
 	return e
+}
+
+// interval is the renewal period of a lease of ttl: the owner's heartbeat
+// scaled to it.
+func (r *Registry[L]) interval(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl) * float64(r.cfg.Heartbeat) / float64(r.cfg.TTL))
 }
 
 // Register adds lk to the held set; false, without adding it, once the
@@ -276,12 +286,12 @@ func (r *Registry[L]) Overdue(e *Entry) bool {
 	return !time.Now().Before(e.deadline)
 }
 
-// StopRenewing takes e out of the renewals: its lease then ends one TTL
+// StopRenewing takes e out of the renewals: its lease then ends one lease
 // after its last renewal, and the heartbeat ends it locally at its
 // deadline.
 func (r *Registry[L]) StopRenewing(e *Entry) {
 	r.mu.Lock()
-	e.nextBeat = e.deadline.Add(e.ttl)
+	e.nextBeat = e.deadline.Add(e.lease)
 	r.mu.Unlock()
 }
 
@@ -336,5 +346,5 @@ func (e *Entry) Key() string { return e.key }
 // Token is the fencing token of the acquisition the lease is of.
 func (e *Entry) Token() int64 { return e.token }
 
-// TTL is the lease's length.
+// TTL is the lease the acquisition was taken with.
 func (e *Entry) TTL() time.Duration { return e.ttl }
