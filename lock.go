@@ -117,6 +117,38 @@ func (k *Lock) Extend(ctx context.Context, d time.Duration) error {
 	return k.c().Extend(ctx, d)
 }
 
+// Suspended reports whether the lock's renewals are failing while its
+// lease still runs, and returns a channel closed at the next change: a
+// renewal that carried the lock failed, or has run for half the renewal
+// period without an answer (a stalled connection, a database that stopped
+// answering), and none has got through since. Err is still nil then; the
+// lock is lost at Deadline unless a renewal gets through first. A holder
+// that can pause its writes until then (Curator's SUSPENDED) can learn it
+// here; Done stays the signal of the loss itself.
+//
+// The state and the channel are read together, so no change is missed:
+//
+//	for {
+//		suspended, changed := lock.Suspended()
+//		pauseWrites(suspended)
+//		select {
+//		case <-changed:
+//		case <-lock.Done():
+//			return
+//		}
+//	}
+//
+// The channel also closes when the lock ends; from then on Suspended
+// reports true (nothing renews the lock any more) with a closed channel,
+// as it does for a nil Lock. A lock whose Suspended is never called costs
+// nothing more: the channel is made only when asked for.
+func (k *Lock) Suspended() (suspended bool, changed <-chan struct{}) {
+	if k == nil {
+		return (*core.Lock)(nil).Suspended()
+	}
+	return k.c().Suspended()
+}
+
 // Unlock releases one level of the lock: the key is free again once every
 // re-entry under the same Owner has been unlocked. It returns an error
 // wrapping ErrNotHeld when the lock is no longer ours: unlocked already, lost

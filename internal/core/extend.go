@@ -39,3 +39,14 @@ func (k *Lock) Extend(ctx context.Context, d time.Duration) error {
 	}
 	return k.e.WrapErr("extend", k.Key(), err)
 }
+
+// Suspended reports whether k's renewals fail, or stall, while its lease
+// still runs, and returns a channel closed at the next change of that or
+// when k ends (lease.Registry.Suspended). A zero Lock, or one that has
+// ended, reports true with a closed channel.
+func (k *Lock) Suspended() (bool, <-chan struct{}) {
+	if k == nil || k.Zero() {
+		return true, closedChan
+	}
+	return k.e.leases.Suspended(k)
+}

@@ -78,5 +78,6 @@ func (r *Registry[L]) Extend(ctx context.Context, lk L, d time.Duration) error {
 	if t := start.Add(e.interval); t.After(e.nextBeat) {
 		e.nextBeat = t
 	}
+	setSuspended(e, false)
 	return nil
 }

@@ -31,6 +31,11 @@ type Entry struct {
 	nextBeat  time.Time
 	maxHoldAt time.Time   // when MaxHold ends the lock; zero without one
 	maxHold   *time.Timer // set by Register, stopped by Unregister
+	// suspended: a renewal carrying it failed or stalled, and none has
+	// succeeded since (suspend.go). watch, made only when the owner asks
+	// (Suspended), is closed at the next change of suspended or the end.
+	suspended bool
+	watch     chan struct{}
 }
 
 // Loss says why a lease was lost.
@@ -98,9 +103,16 @@ type Registry[L comparable] struct {
 	pace        pace
 	failed      int
 	failedSince time.Time
-	// hookBeat and hookRenew, when set (by tests), run before each beat
-	// and before each renewal statement.
-	hookBeat, hookRenew atomic.Pointer[func()]
+	// inFlight is the chunk whose renewal statement runs now (under mu),
+	// and stall, made by the loop at its first statement, marks it
+	// suspended once that statement has run too long (suspend.go).
+	inFlight []L
+	stall    *time.Timer
+	// hookBeat, when set (by tests), runs before each beat; hookRenew
+	// before each renewal statement, which fails with its error instead
+	// of being sent when it returns one.
+	hookBeat  atomic.Pointer[func()]
+	hookRenew atomic.Pointer[func() error]
 }
 
 // New returns an empty Registry whose renewals end with ctx. Its
@@ -188,6 +200,7 @@ func (r *Registry[L]) Unregister(lk L) {
 	if e.maxHold != nil {
 		e.maxHold.Stop()
 	}
+	notify(e) // its watcher learns of the end
 	freed := false
 	if _, ok := r.held[lk]; ok {
 		delete(r.held, lk)
@@ -330,8 +343,15 @@ func (r *Registry[L]) Kicks() int64 { return r.kicks.Load() }
 func (r *Registry[L]) HookBeat(hook func()) { r.hookBeat.Store(ptrOrNil(hook)) }
 
 // HookRenew makes the loop run hook before each renewal statement (nil:
-// none). For tests.
-func (r *Registry[L]) HookRenew(hook func()) { r.hookRenew.Store(ptrOrNil(hook)) }
+// none); a statement whose hook returns an error fails with it, unsent.
+// For tests.
+func (r *Registry[L]) HookRenew(hook func() error) {
+	if hook == nil {
+		r.hookRenew.Store(nil)
+		return
+	}
+	r.hookRenew.Store(&hook)
+}
 
 func ptrOrNil(f func()) *func() {
 	if f == nil {
