@@ -69,4 +69,3 @@ func isErr(r any, target error) bool {
 	err, ok := r.(error)
 	return ok && errors.Is(err, target)
 }
-
