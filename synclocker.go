@@ -22,7 +22,8 @@ import (
 // the database is unreachable) is logged at Warn level through the
 // Locker's logger and does not panic: the row's lease ends it anyway, as
 // that of a holder that crashed. SyncLocker itself panics when key or an
-// option is invalid, as regexp.MustCompile does.
+// option is invalid, as regexp.MustCompile does; on a nil Locker it
+// returns a sync.Locker whose Lock panics.
 //
 // A sync.Locker cannot tell its holder of a loss: code that can should use
 // Lock or Do, whose Done and context say when the lock is lost.
@@ -30,8 +31,10 @@ func (l *Locker) SyncLocker(key string, opts ...LockOption) sync.Locker {
 	if err := ValidatePlainKey(key); err != nil {
 		panic(fmt.Errorf("dblock: SyncLocker: %w", err))
 	}
-	if _, err := l.lockConfig(key, opts); err != nil {
-		panic(fmt.Errorf("dblock: SyncLocker: %w", err))
+	if l.usable() == nil { // else a nil or zero Locker, whose Lock panics
+		if _, err := l.lockConfig(key, opts); err != nil {
+			panic(fmt.Errorf("dblock: SyncLocker: %w", err))
+		}
 	}
 	return &syncLocker{l: l, key: key, opts: opts}
 }

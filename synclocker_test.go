@@ -48,6 +48,10 @@ func TestSyncLocker(t *testing.T) {
 		if r := recovered(func() { a.SyncLocker("election/x") }); !isErr(r, dblock.ErrInvalidKey) {
 			t.Errorf("SyncLocker of a reserved key panicked with %v, want ErrInvalidKey", r)
 		}
+		var nilLocker *dblock.Locker
+		if r := recovered(nilLocker.SyncLocker("sync").Lock); !isErr(r, dblock.ErrInvalidOption) {
+			t.Errorf("Lock of a nil Locker's SyncLocker panicked with %v, want ErrInvalidOption", r)
+		}
 		if err := a.Close(); err != nil {
 			t.Fatal(err)
 		}
