@@ -109,3 +109,26 @@ func ExampleElection() {
 	// leader 10.0.0.7:8080, same term: true
 	// true
 }
+
+// A job whose runs last from seconds to hours: KeepAlive renews its lock
+// while it runs, so a node that dies mid-run frees the job one TTL later,
+// while LockAtMostFor still ends a run that hangs.
+func ExampleKeepAlive() {
+	db, done := exampleSQLite()
+	defer done()
+	locker, err := dblock.New(db, dblock.WithTTL(30*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+
+	backup := cron.NewChain(dblock.Singleton(locker, "backup",
+		dblock.KeepAlive(),                // leased for 30s, renewed while the job runs
+		dblock.LockAtMostFor(6*time.Hour), // a run that hangs ends after 6h
+	)).Then(dblock.JobFunc(func(ctx context.Context) error {
+		fmt.Println("backup runs; lock held:", ctx.Err() == nil)
+		return nil
+	}))
+	backup.Run() // as cron runs it at each tick
+	// Output: backup runs; lock held: true
+}

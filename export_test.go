@@ -157,7 +157,40 @@ func StallHeartbeat(l *Locker) (resume func()) {
 // SlowRenewals delays each of l's renewal statements by d, as a slow
 // database would. Test hook.
 func SlowRenewals(l *Locker, d time.Duration) {
-	l.parts().Leases.HookRenew(func() { time.Sleep(d) })
+	l.parts().Leases.HookRenew(func() error { time.Sleep(d); return nil })
+}
+
+// FailRenewals makes each of l's renewal statements fail with err, unsent,
+// as an unreachable database would; nil sends them again. Test hook.
+func FailRenewals(l *Locker, err error) {
+	if err == nil {
+		l.parts().Leases.HookRenew(nil)
+		return
+	}
+	l.parts().Leases.HookRenew(func() error { return err })
+}
+
+// HoldRenewals makes l's renewal statements wait, as on a connection that
+// stopped answering, until the returned func is called; entered receives
+// once for each statement that began waiting. Test hook.
+func HoldRenewals(l *Locker) (entered <-chan struct{}, release func()) {
+	hold := make(chan struct{})
+	in := make(chan struct{}, 64)
+	var once sync.Once
+	l.parts().Leases.HookRenew(func() error {
+		select {
+		case in <- struct{}{}:
+		default:
+		}
+		<-hold
+		return nil
+	})
+	return in, func() {
+		once.Do(func() {
+			l.parts().Leases.HookRenew(nil)
+			close(hold)
+		})
+	}
 }
 
 // ColdWaiters reports how many of l's waiters the idle poller watches.

@@ -88,6 +88,81 @@ func (k *Lock) Err() error {
 	return k.c().Err()
 }
 
+// Deadline returns when the lock's lease ends by the local bound that Err
+// reads: the start of its last renewal plus its lease, less the safety
+// margin (a tenth of the lease), by this process's monotonic clock. Each
+// renewal moves it later; once it has passed without one, Err reports
+// ErrLeaseExpired. time.Until(lock.Deadline()) is how long the holder may
+// still count on the lock should renewals stop now. It returns the zero
+// time once the lock has ended, and for a nil Lock.
+func (k *Lock) Deadline() time.Time {
+	if k == nil {
+		return time.Time{}
+	}
+	return k.c().Deadline()
+}
+
+// Extend renews the lock's lease now, in one statement fenced by its token
+// as the heartbeat's renewals are, and makes the lease at least d long, for
+// a holder that expects renewals to stall (a long statement on a busy
+// database, a planned failover) and wants the lock to outlast them. d must
+// be within [MinTTL, MaxTTL].
+//
+// The longer lease stays: the heartbeat's later renewals give d each time
+// (and come at the same fraction of it as before), so Deadline stays about
+// d ahead, and a holder that dies keeps the key up to d. Extend never
+// shortens a lease: with a d below the current lease it is a plain
+// renewal. Nor does it reach past MaxHold: d is cut to the time MaxHold
+// leaves. Re-entries under the same Owner share the row, and each keeps
+// its own lease locally.
+//
+// It returns an error wrapping ErrNotHeld (and Err's cause) when the lock
+// has ended, or when the statement finds it no longer ours, which ends it
+// as ErrTakenOver. Any other error leaves the lease as it was: the
+// heartbeat keeps renewing it. A row locked by a transaction (a Lock.Check
+// in progress) is not renewed, and Extend says so.
+func (k *Lock) Extend(ctx context.Context, d time.Duration) error {
+	if k == nil {
+		return core.ErrNoLock
+	}
+	if err := validateTTL("Extend", d); err != nil {
+		return err
+	}
+	return k.c().Extend(ctx, d)
+}
+
+// Suspended reports whether the lock's renewals are failing while its
+// lease still runs, and returns a channel closed at the next change: a
+// renewal that carried the lock failed, or has run for half the renewal
+// period without an answer (a stalled connection, a database that stopped
+// answering), and none has got through since. Err is still nil then; the
+// lock is lost at Deadline unless a renewal gets through first. A holder
+// that can pause its writes until then (Curator's SUSPENDED) can learn it
+// here; Done stays the signal of the loss itself.
+//
+// The state and the channel are read together, so no change is missed:
+//
+//	for {
+//		suspended, changed := lock.Suspended()
+//		pauseWrites(suspended)
+//		select {
+//		case <-changed:
+//		case <-lock.Done():
+//			return
+//		}
+//	}
+//
+// The channel also closes when the lock ends; from then on Suspended
+// reports true (nothing renews the lock any more) with a closed channel,
+// as it does for a nil Lock. A lock whose Suspended is never called costs
+// nothing more: the channel is made only when asked for.
+func (k *Lock) Suspended() (suspended bool, changed <-chan struct{}) {
+	if k == nil {
+		return (*core.Lock)(nil).Suspended()
+	}
+	return k.c().Suspended()
+}
+
 // Unlock releases one level of the lock: the key is free again once every
 // re-entry under the same Owner has been unlocked. It returns an error
 // wrapping ErrNotHeld when the lock is no longer ours: unlocked already, lost

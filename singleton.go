@@ -12,8 +12,8 @@ import (
 
 // JobFunc is a cron job that takes a context. Wrapped by Singleton, it
 // receives a context that is cancelled, with a cause wrapping ErrLockLost,
-// when its lock is lost: when it runs past LockAtMostFor, or when the lock is
-// broken by hand. Its error is logged by Singleton (and handed to
+// when its lock is lost: when it runs past LockAtMostFor (under KeepAlive,
+// the cause wraps ErrMaxHold instead), or when the lock is broken by hand. Its error is logged by Singleton (and handed to
 // OnJobError's function). Run outside Singleton, it
 // gets context.Background() and its error is dropped.
 type JobFunc func(ctx context.Context) error
@@ -27,13 +27,15 @@ type SingletonOption func(*singletonConfig) error
 
 type singletonConfig struct {
 	atMost, atLeast time.Duration
+	keepAlive       bool // KeepAlive: renewed while the job runs
 	// onError is OnJobError's function (nil: none), through a pointer so
 	// that singletonConfig stays comparable, as it was before OnJobError.
 	onError *func(name string, err error)
 }
 
 // LockAtMostFor bounds how long one run holds the lock (default: the
-// Locker's TTL). The lock is taken with this lease and is not renewed: a
+// Locker's TTL). The lock is taken with this lease and is not renewed
+// (unless KeepAlive, which renews a shorter lease up to this bound): a
 // job still running when it ends (less a tenth, the safety margin) loses
 // the lock, and a JobFunc's context is cancelled saying so; the row expires
 // d after it was taken by the database's clock, even if the node died, and
@@ -45,6 +47,24 @@ func LockAtMostFor(d time.Duration) SingletonOption {
 			return err
 		}
 		c.atMost = d
+		return nil
+	}
+}
+
+// KeepAlive renews the run's lock while the job runs, as the heartbeat
+// renews any Lock (ShedLock's KeepAliveLockProvider), for jobs whose runs
+// vary widely in length. The lock is then taken with the Locker's TTL
+// (LockAtMostFor if shorter) instead of LockAtMostFor: a node that dies
+// mid-run frees the job one TTL after its last renewal, not LockAtMostFor
+// after the run began. LockAtMostFor still bounds the run: the lock ends d
+// after it was taken (a MaxHold), is released, and a JobFunc's context is
+// cancelled with a cause wrapping ErrMaxHold. Its default, the Locker's
+// TTL, is a bound of one lease as without KeepAlive: give LockAtMostFor
+// the longest run to allow (up to MaxTTL, for runs bounded only by the
+// job itself). LockAtLeastFor works as without it.
+func KeepAlive() SingletonOption {
+	return func(c *singletonConfig) error {
+		c.keepAlive = true
 		return nil
 	}
 }
@@ -156,7 +176,11 @@ func (s *singleton) run(j cron.Job) {
 	}
 	ctx := context.Background()
 	start := time.Now()
-	lk, err := s.l.TryLock(ctx, s.name, TTL(s.cfg.atMost))
+	opts := []LockOption{TTL(s.cfg.atMost)}
+	if s.cfg.keepAlive {
+		opts = []LockOption{TTL(min(s.l.TTL(), s.cfg.atMost)), MaxHold(s.cfg.atMost)}
+	}
+	lk, err := s.l.TryLock(ctx, s.name, opts...)
 	if errors.Is(err, ErrLocked) {
 		log.Debug("dblock: singleton: skipped, running elsewhere")
 		return
@@ -165,7 +189,9 @@ func (s *singleton) run(j cron.Job) {
 		s.report(log, slog.LevelError, "dblock: singleton: cannot take the lock", err)
 		return
 	}
-	lk.c().StopRenewing()
+	if !s.cfg.keepAlive {
+		lk.c().StopRenewing()
+	}
 	defer func() {
 		if err := s.finish(ctx, lk, start); err != nil {
 			s.report(log, slog.LevelWarn, "dblock: singleton: lock not released cleanly", err, "token", lk.Token())

@@ -18,6 +18,9 @@ func newLeases(e *Engine) *lease.Registry[*Lock] {
 		Renew: func(ctx context.Context, refs []dialect.Ref) (lost, busy []dialect.Ref, err error) {
 			return e.d.Renew(ctx, e.db, refs)
 		},
+		Extend: func(ctx context.Context, ref dialect.Ref, lease time.Duration) (lost, busy bool, err error) {
+			return e.d.Extend(ctx, e.db, ref, lease)
+		},
 	}
 	if n := e.d.Notifier(); n != nil {
 		cfg.TagOf = n.Tag

@@ -69,6 +69,7 @@ func conformance(t *testing.T, name dblock.Dialect, portable bool, params ...str
 		{"take", confTake},
 		{"handoff", confHandoff},
 		{"renew", confRenew},
+		{"extend", confExtend},
 		{"reap", confReap},
 		{"admin", confAdmin},
 		{"linger", confLinger},
@@ -194,6 +195,53 @@ func confRenew(t *testing.T, c conf) {
 	slices.SortFunc(lost, func(a, b dialect.Ref) int { return strings.Compare(a.Key, b.Key) })
 	if len(lost) != 2 || lost[0] != stale || lost[1] != gone {
 		t.Errorf("Renew lost %v, want %v and %v", lost, stale, gone)
+	}
+}
+
+// confExtend: Extend renews one acquisition and lengthens its lease, never
+// shortens it, and later renewals keep the length it set.
+func confExtend(t *testing.T, c conf) {
+	token, ok, err := c.d.Upsert(c.ctx, c.db, c.key, "a", 10*time.Second, nil)
+	if err != nil || !ok {
+		t.Fatalf("Upsert = %v, %v", ok, err)
+	}
+	ref := dialect.Ref{Key: c.key, Token: token}
+	expiresIn := func(what string) time.Duration {
+		t.Helper()
+		info, ok, err := c.d.Get(c.ctx, c.db, c.key)
+		if err != nil || !ok || info.Token != token {
+			t.Fatalf("Get after %s = %+v, %v, %v; want the acquisition %d", what, info, ok, err, token)
+		}
+		return info.ExpiresIn
+	}
+	if in := expiresIn("Upsert"); in > 10*time.Second {
+		t.Fatalf("lease of a 10s acquisition ends in %v", in)
+	}
+	if lost, busy, err := c.d.Extend(c.ctx, c.db, ref, time.Hour); lost || busy || err != nil {
+		t.Fatalf("Extend = lost %v, busy %v, %v; want renewed", lost, busy, err)
+	}
+	if in := expiresIn("Extend"); in < 50*time.Minute {
+		t.Errorf("Extend by an hour: the lease ends in %v", in)
+	}
+	if lost, busy, err := c.d.Extend(c.ctx, c.db, ref, time.Second); lost || busy || err != nil {
+		t.Fatalf("shorter Extend = lost %v, busy %v, %v; want renewed", lost, busy, err)
+	}
+	if _, busy, err := c.d.Renew(c.ctx, c.db, []dialect.Ref{ref}); len(busy) != 0 || err != nil {
+		t.Fatalf("Renew = busy %v, %v", busy, err)
+	}
+	if in := expiresIn("a shorter Extend and a Renew"); in < 50*time.Minute {
+		t.Errorf("the lease was shortened: it ends in %v", in)
+	}
+	stale := dialect.Ref{Key: c.key, Token: token + 1000}
+	if lost, _, err := c.d.Extend(c.ctx, c.db, stale, time.Hour); !lost || err != nil {
+		t.Errorf("Extend of another acquisition = lost %v, %v; want lost", lost, err)
+	}
+	if lost, _, err := c.d.Extend(c.ctx, c.db, dialect.Ref{Key: c.key + "gone", Token: 1}, time.Hour); !lost || err != nil {
+		t.Errorf("Extend of a missing row = lost %v, %v; want lost", lost, err)
+	}
+	c.release(t, c.key, "a", token)
+	if lost, _, err := c.d.Extend(c.ctx, c.db, ref, time.Hour); !lost || err != nil {
+		t.Errorf("Extend of a released acquisition = lost %v, %v; want lost", lost, err)
 	}
 }
 

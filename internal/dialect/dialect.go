@@ -121,6 +121,11 @@ type Dialect interface {
 	// waiting for a row another transaction locked: those are returned in
 	// busy, still ours but not renewed. lost lists those no longer ours.
 	Renew(ctx context.Context, db *sql.DB, refs []Ref) (lost, busy []Ref, err error)
+	// Extend is Renew of one acquisition, with the same statement, that
+	// also lengthens its lease to at least lease (never shortening it): the
+	// lease then ends lease or more after the statement, and later
+	// renewals keep that length.
+	Extend(ctx context.Context, db *sql.DB, ref Ref, lease time.Duration) (lost, busy bool, err error)
 	// Reap deletes at most limit expired or released rows and returns
 	// their keys.
 	Reap(ctx context.Context, db *sql.DB, limit int) ([]string, error)

@@ -113,8 +113,8 @@ func (r *Registry[L]) dueRenewals(now time.Time) (due []L, shortest time.Duratio
 		// so locks fall into step and share statements.
 		if !now.Before(e.nextBeat.Add(-e.interval / 2)) {
 			due = append(due, lk)
-			if shortest == 0 || e.ttl < shortest {
-				shortest = e.ttl
+			if shortest == 0 || e.lease < shortest {
+				shortest = e.lease
 			}
 		}
 	}
@@ -234,17 +234,25 @@ func (r *Registry[L]) renewChunk(ctx context.Context, chunk []L) error {
 			refs = append(refs, ref)
 		}
 	}
+	r.watchStall(chunk)
+	var lost, busy []dialect.Ref
+	var err error
 	if hook := r.hookRenew.Load(); hook != nil {
-		(*hook)()
+		err = (*hook)()
 	}
-	lost, busy, err := r.cfg.Renew(ctx, refs)
+	if err == nil {
+		lost, busy, err = r.cfg.Renew(ctx, refs)
+	}
+	r.stall.Stop()
 	r.hooks.Renewed(len(refs), len(lost), time.Since(start), err)
 	if err != nil {
 		// Try again soon; the deadline stays where the last success put it.
 		r.mu.Lock()
+		r.inFlight = nil
 		for _, lk := range chunk {
 			e := r.entry(lk)
 			e.nextBeat = start.Add(max(e.interval/4, 5*time.Millisecond))
+			setSuspended(e, true)
 		}
 		r.mu.Unlock()
 		if r.ctx.Err() != nil {
@@ -266,6 +274,7 @@ func (r *Registry[L]) renewChunk(ctx context.Context, chunk []L) error {
 	}
 	var losers []L
 	r.mu.Lock()
+	r.inFlight = nil
 	for _, lk := range chunk {
 		e := r.entry(lk)
 		if _, ok := gone[dialect.Ref{Key: e.key, Token: e.token}]; ok {
@@ -278,8 +287,9 @@ func (r *Registry[L]) renewChunk(ctx context.Context, chunk []L) error {
 			e.nextBeat = start.Add(max(e.interval/4, 5*time.Millisecond))
 			continue
 		}
-		e.deadline = start.Add(e.ttl - safetyMargin(e.ttl))
+		e.deadline = start.Add(e.lease - safetyMargin(e.lease))
 		e.nextBeat = start.Add(e.interval)
+		setSuspended(e, false)
 	}
 	r.mu.Unlock()
 	for _, lk := range losers {

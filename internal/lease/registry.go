@@ -22,14 +22,20 @@ func safetyMargin(ttl time.Duration) time.Duration { return ttl / 10 }
 type Entry struct {
 	key   string
 	token int64
-	ttl   time.Duration
+	ttl   time.Duration // the lease it was taken with
 
 	// Under the Registry's mu.
+	lease     time.Duration // the lease renewals give: ttl, or longer after Extend
 	interval  time.Duration // renewal period
 	deadline  time.Time     // local end of the lease: last renewal start + ttl - margin
 	nextBeat  time.Time
 	maxHoldAt time.Time   // when MaxHold ends the lock; zero without one
 	maxHold   *time.Timer // set by Register, stopped by Unregister
+	// suspended: a renewal carrying it failed or stalled, and none has
+	// succeeded since (suspend.go). watch, made only when the owner asks
+	// (Suspended), is closed at the next change of suspended or the end.
+	suspended bool
+	watch     chan struct{}
 }
 
 // Loss says why a lease was lost.
@@ -63,6 +69,9 @@ type Config struct {
 	Heartbeat time.Duration // renewal period of a lease of TTL
 	// Renew renews refs in one statement (dialect.Dialect.Renew).
 	Renew func(ctx context.Context, refs []dialect.Ref) (lost, busy []dialect.Ref, err error)
+	// Extend renews ref and lengthens its lease to at least lease
+	// (dialect.Dialect.Extend).
+	Extend func(ctx context.Context, ref dialect.Ref, lease time.Duration) (lost, busy bool, err error)
 	// TagOf names a key in notifications; nil when the owner hears none.
 	TagOf func(key string) string
 	Log   *slog.Logger
@@ -94,9 +103,16 @@ type Registry[L comparable] struct {
 	pace        pace
 	failed      int
 	failedSince time.Time
-	// hookBeat and hookRenew, when set (by tests), run before each beat
-	// and before each renewal statement.
-	hookBeat, hookRenew atomic.Pointer[func()]
+	// inFlight is the chunk whose renewal statement runs now (under mu),
+	// and stall, made by the loop at its first statement, marks it
+	// suspended once that statement has run too long (suspend.go).
+	inFlight []L
+	stall    *time.Timer
+	// hookBeat, when set (by tests), runs before each beat; hookRenew
+	// before each renewal statement, which fails with its error instead
+	// of being sent when it returns one.
+	hookBeat  atomic.Pointer[func()]
+	hookRenew atomic.Pointer[func() error]
 }
 
 // New returns an empty Registry whose renewals end with ctx. Its
@@ -119,9 +135,9 @@ func New[L comparable](ctx context.Context, cfg Config, entry func(L) *Entry, ho
 // a lease of ttl by a statement sent at start, ended at start+maxHold
 // (0: no MaxHold).
 func (r *Registry[L]) Entry(key string, token int64, ttl time.Duration, start time.Time, maxHold time.Duration) Entry {
-	interval := time.Duration(float64(ttl) * float64(r.cfg.Heartbeat) / float64(r.cfg.TTL))
+	interval := r.interval(ttl)
 	e := Entry{
-		key: key, token: token, ttl: ttl,
+		key: key, token: token, ttl: ttl, lease: ttl,
 		interval: interval,
 		deadline: start.Add(ttl - safetyMargin(ttl)),
 		nextBeat: start.Add(interval),
@@ -130,6 +146,12 @@ func (r *Registry[L]) Entry(key string, token int64, ttl time.Duration, start ti
 		e.maxHoldAt = start.Add(maxHold)
 	}
 	return e
+}
+
+// interval is the renewal period of a lease of ttl: the owner's heartbeat
+// scaled to it.
+func (r *Registry[L]) interval(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl) * float64(r.cfg.Heartbeat) / float64(r.cfg.TTL))
 }
 
 // Register adds lk to the held set; false, without adding it, once the
@@ -178,6 +200,7 @@ func (r *Registry[L]) Unregister(lk L) {
 	if e.maxHold != nil {
 		e.maxHold.Stop()
 	}
+	notify(e) // its watcher learns of the end
 	freed := false
 	if _, ok := r.held[lk]; ok {
 		delete(r.held, lk)
@@ -276,12 +299,12 @@ func (r *Registry[L]) Overdue(e *Entry) bool {
 	return !time.Now().Before(e.deadline)
 }
 
-// StopRenewing takes e out of the renewals: its lease then ends one TTL
+// StopRenewing takes e out of the renewals: its lease then ends one lease
 // after its last renewal, and the heartbeat ends it locally at its
 // deadline.
 func (r *Registry[L]) StopRenewing(e *Entry) {
 	r.mu.Lock()
-	e.nextBeat = e.deadline.Add(e.ttl)
+	e.nextBeat = e.deadline.Add(e.lease)
 	r.mu.Unlock()
 }
 
@@ -320,8 +343,15 @@ func (r *Registry[L]) Kicks() int64 { return r.kicks.Load() }
 func (r *Registry[L]) HookBeat(hook func()) { r.hookBeat.Store(ptrOrNil(hook)) }
 
 // HookRenew makes the loop run hook before each renewal statement (nil:
-// none). For tests.
-func (r *Registry[L]) HookRenew(hook func()) { r.hookRenew.Store(ptrOrNil(hook)) }
+// none); a statement whose hook returns an error fails with it, unsent.
+// For tests.
+func (r *Registry[L]) HookRenew(hook func() error) {
+	if hook == nil {
+		r.hookRenew.Store(nil)
+		return
+	}
+	r.hookRenew.Store(&hook)
+}
 
 func ptrOrNil(f func()) *func() {
 	if f == nil {
@@ -336,5 +366,5 @@ func (e *Entry) Key() string { return e.key }
 // Token is the fencing token of the acquisition the lease is of.
 func (e *Entry) Token() int64 { return e.token }
 
-// TTL is the lease's length.
+// TTL is the lease the acquisition was taken with.
 func (e *Entry) TTL() time.Duration { return e.ttl }

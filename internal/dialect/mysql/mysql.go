@@ -35,6 +35,7 @@ type mysqlDialect struct {
 	handoffSQL, heldSQL     string
 	heldKeysSQL             string
 	renewLockSQL, renewSQL  string
+	renewLeaseSQL           string // renewSQL that lengthens the lease (Extend)
 	renewCheckSQL           string
 	reapFenceSQL, reapScan  string
 	reapLockSQL, reapDelSQL string
@@ -128,7 +129,8 @@ func build(cfg dialect.Config, tidb bool) *mysqlDialect {
 	m.passSQL = queries.Get("queue.pass", qr)
 	m.nextTicketSQL = queries.Get("queue.next", qr)
 	m.renewLockSQL = queries.Get("renewLock", r)
-	m.renewSQL = queries.Get("renew", r)
+	m.renewSQL = strings.Replace(queries.Get("renew", r), "{lease}", "", 1)
+	m.renewLeaseSQL = strings.Replace(queries.Get("renew", r), "{lease}", ", lease_ms = GREATEST(lease_ms, ?)", 1)
 	m.renewCheckSQL = queries.Get("renewCheck", r)
 	m.reapFenceSQL = queries.Get("reapFence", r)
 	m.reapScan = queries.Get("reapScan", r)

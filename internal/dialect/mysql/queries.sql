@@ -108,7 +108,10 @@ SELECT key_id, token FROM {t} FORCE INDEX (PRIMARY)
 WHERE key_id IN ({keys}) AND depth > 0 AND NOT ({expired})
 
 -- name: renew
-UPDATE {t} FORCE INDEX (PRIMARY) SET update_time = UTC_TIMESTAMP(6) WHERE key_id IN ({keys})
+-- {lease} is empty for the heartbeat; Lock.Extend's renewal (renewLease)
+-- also lengthens the lease to at least the first argument's ms, never
+-- shortening it.
+UPDATE {t} FORCE INDEX (PRIMARY) SET update_time = UTC_TIMESTAMP(6){lease} WHERE key_id IN ({keys})
 
 -- name: renewCheck
 SELECT key_id, token FROM {t} FORCE INDEX (PRIMARY)

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/dblockhq/dblock/internal/dialect"
 )
@@ -38,11 +39,22 @@ func (m *mysqlDialect) renewQuery(byRef, byKey string, refs []dialect.Ref) (stri
 }
 
 func (m *mysqlDialect) Renew(ctx context.Context, db *sql.DB, refs []dialect.Ref) (lost, busy []dialect.Ref, err error) {
+	return m.renew(ctx, db, refs, m.renewSQL)
+}
+
+func (m *mysqlDialect) Extend(ctx context.Context, db *sql.DB, ref dialect.Ref, lease time.Duration) (lost, busy bool, err error) {
+	l, b, err := m.renew(ctx, db, []dialect.Ref{ref}, m.renewLeaseSQL, lease.Milliseconds())
+	return len(l) > 0, len(b) > 0, err
+}
+
+// renew renews refs with update, renewSQL or renewLeaseSQL, whose
+// arguments are args then the keys.
+func (m *mysqlDialect) renew(ctx context.Context, db *sql.DB, refs []dialect.Ref, update string, args ...any) (lost, busy []dialect.Ref, err error) {
 	m, err = m.on(ctx, db)
 	if err != nil {
 		return nil, nil, err
 	}
-	renewed, err := m.renewLocked(ctx, db, refs)
+	renewed, err := m.renewLocked(ctx, db, refs, update, args)
 	if err != nil || len(renewed) == len(refs) {
 		return nil, nil, err
 	}
@@ -72,7 +84,7 @@ func (m *mysqlDialect) Renew(ctx context.Context, db *sql.DB, refs []dialect.Ref
 
 // renewLocked renews the live acquisitions whose rows it can lock at once
 // and returns them.
-func (m *mysqlDialect) renewLocked(ctx context.Context, db *sql.DB, refs []dialect.Ref) (_ map[dialect.Ref]struct{}, err error) {
+func (m *mysqlDialect) renewLocked(ctx context.Context, db *sql.DB, refs []dialect.Ref, update string, args []any) (_ map[dialect.Ref]struct{}, err error) {
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, err
@@ -100,11 +112,11 @@ func (m *mysqlDialect) renewLocked(ctx context.Context, db *sql.DB, refs []diale
 		}
 	}
 	if len(renewed) > 0 {
-		kargs := make([]any, 0, len(renewed))
+		kargs := append(make([]any, 0, len(args)+len(renewed)), args...)
 		for r := range renewed {
 			kargs = append(kargs, r.Key)
 		}
-		if _, err = tx.ExecContext(ctx, strings.Replace(m.renewSQL, "{keys}", dialect.Placeholders("?", len(kargs)), 1), kargs...); err != nil {
+		if _, err = tx.ExecContext(ctx, strings.Replace(update, "{keys}", dialect.Placeholders("?", len(renewed)), 1), kargs...); err != nil {
 			return nil, err
 		}
 	}

@@ -27,6 +27,7 @@ type postgres struct {
 	handoffSQL, heldSQL    string
 	heldKeysSQL            string
 	renewSQL, reapSQL      string
+	renewLeaseSQL          string // renewSQL that lengthens the lease (Extend)
 	ownedSQL               string
 	getSQL, setDataSQL     string
 	takeAnySQL, ensureSQL  string
@@ -119,7 +120,8 @@ func build(table string, durableRelease, portable bool) *postgres {
 	p.releaseNotifySQL = queries.Get("releaseNotify", r)
 	p.passSQL = queries.Get("queue.pass", strings.NewReplacer("{q}", p.Quote(dialect.QueueTable(table)), "{t}", t,
 		"{seq}", strings.ReplaceAll(seq, `'`, `''`), "{expired}", pgExpired, "{live}", pgLive))
-	p.renewSQL = queries.Get("renew", r)
+	p.renewSQL = strings.Replace(queries.Get("renew", r), "{lease}", "", 1)
+	p.renewLeaseSQL = strings.Replace(queries.Get("renew", r), "{lease}", ", lease_ms = GREATEST(l.lease_ms, $3::bigint)", 1)
 	p.reapSQL = queries.Get("reap", r)
 	p.getSQL = queries.Get("get", p.adminReplacer())
 	p.ownedSQL = queries.Get("owned", p.adminReplacer())
@@ -268,12 +270,23 @@ func (p *postgres) Handoff(ctx context.Context, q dialect.Querier, key, owner st
 }
 
 func (p *postgres) Renew(ctx context.Context, db *sql.DB, refs []dialect.Ref) (lost, busy []dialect.Ref, err error) {
+	return p.renew(ctx, db, refs, p.renewSQL)
+}
+
+func (p *postgres) Extend(ctx context.Context, db *sql.DB, ref dialect.Ref, lease time.Duration) (lost, busy bool, err error) {
+	l, b, err := p.renew(ctx, db, []dialect.Ref{ref}, p.renewLeaseSQL, lease.Milliseconds())
+	return len(l) > 0, len(b) > 0, err
+}
+
+// renew runs query, renewSQL or renewLeaseSQL, for refs; args follow the
+// keys and tokens.
+func (p *postgres) renew(ctx context.Context, db *sql.DB, refs []dialect.Ref, query string, args ...any) (lost, busy []dialect.Ref, err error) {
 	keys := make([]string, len(refs))
 	tokens := make([]int64, len(refs))
 	for i, r := range refs {
 		keys[i], tokens[i] = r.Key, r.Token
 	}
-	rows, err := db.QueryContext(ctx, p.renewSQL, textArray(keys), bigintArray(tokens))
+	rows, err := db.QueryContext(ctx, query, append([]any{textArray(keys), bigintArray(tokens)}, args...)...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -125,6 +125,8 @@ SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM n)
 -- each acquisition still ours when the statement started (false) and
 -- each it renewed (true), as two lists: a join of the two, planned as a
 -- nested loop over CTEs, cost the square of the locks (5.7 s for 10,000).
+-- {lease} is empty for the heartbeat; Lock.Extend's renewal (renewLease)
+-- also lengthens the lease to at least $3 ms, never shortening it.
 WITH h AS (SELECT * FROM unnest($1::text[], $2::bigint[]) AS h(key_id, token)),
 live AS (
   SELECT l.key_id, l.token FROM {t} AS l JOIN h ON l.key_id = h.key_id AND l.token = h.token
@@ -134,7 +136,7 @@ got AS (
   WHERE l.depth > 0 AND NOT ({expired})
   FOR UPDATE OF l SKIP LOCKED),
 upd AS (
-  UPDATE {t} AS l SET update_time = statement_timestamp() FROM got
+  UPDATE {t} AS l SET update_time = statement_timestamp(){lease} FROM got
   WHERE l.key_id = got.key_id
   RETURNING l.key_id, l.token)
 SELECT key_id, token, true FROM upd

@@ -43,7 +43,9 @@ RETURNING token
 -- name: renew
 -- The acquisitions come as one JSON array of [key, token] pairs, so the
 -- statement text and its single parameter do not depend on the batch size.
-UPDATE {t} SET update_time = {now}
+-- {lease} is empty for the heartbeat; Lock.Extend's renewal (renewLease)
+-- also lengthens the lease to at least ?2 ms, never shortening it.
+UPDATE {t} SET update_time = {now}{lease}
 WHERE (key_id, token) IN (SELECT j.value ->> 0, j.value ->> 1 FROM json_each(?1) AS j)
   AND depth > 0 AND NOT ({expired})
 RETURNING key_id, token

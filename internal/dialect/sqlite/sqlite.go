@@ -46,6 +46,7 @@ type sqliteDialect struct {
 	acquireSQL, releaseSQL string
 	handoffSQL             string
 	renewSQL, reapSQL      string
+	renewLeaseSQL          string // renewSQL that lengthens the lease (Extend)
 	takeAnySQL, ensureSQL  string
 	existingSQL            string
 	ownedSQL               string
@@ -79,7 +80,8 @@ func New(cfg dialect.Config) dialect.Dialect {
 	s.acquireSQL = queries.Get("acquire", r)
 	s.releaseSQL = queries.Get("release", r)
 	s.handoffSQL = queries.Get("handoff", r)
-	s.renewSQL = queries.Get("renew", r)
+	s.renewSQL = strings.Replace(queries.Get("renew", r), "{lease}", "", 1)
+	s.renewLeaseSQL = strings.Replace(queries.Get("renew", r), "{lease}", ", lease_ms = MAX(lease_ms, ?2)", 1)
 	s.reapSQL = queries.Get("reap", r)
 	s.takeAnySQL = queries.Get("takeAny", r)
 	s.existingSQL = queries.Get("existing", r)
@@ -143,20 +145,32 @@ func (s *sqliteDialect) Handoff(ctx context.Context, q dialect.Querier, key, own
 
 // Renew never reports a row busy: SQLite has no row locks to skip.
 func (s *sqliteDialect) Renew(ctx context.Context, db *sql.DB, refs []dialect.Ref) (lost, busy []dialect.Ref, err error) {
+	lost, err = s.renew(ctx, db, refs, s.renewSQL)
+	return lost, nil, err
+}
+
+// Extend never reports a row busy, as Renew.
+func (s *sqliteDialect) Extend(ctx context.Context, db *sql.DB, ref dialect.Ref, lease time.Duration) (lost, busy bool, err error) {
+	l, err := s.renew(ctx, db, []dialect.Ref{ref}, s.renewLeaseSQL, lease.Milliseconds())
+	return len(l) > 0, false, err
+}
+
+// renew runs query, renewSQL or renewLeaseSQL, for refs; args follow the
+// JSON array of refs.
+func (s *sqliteDialect) renew(ctx context.Context, db *sql.DB, refs []dialect.Ref, query string, args ...any) (lost []dialect.Ref, err error) {
 	pairs := make([][2]any, len(refs))
 	for i, r := range refs {
 		pairs[i] = [2]any{r.Key, r.Token}
 	}
 	arg, err := json.Marshal(pairs)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	rows, err := db.QueryContext(ctx, s.renewSQL, string(arg))
+	rows, err := db.QueryContext(ctx, query, append([]any{string(arg)}, args...)...)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	lost, err = dialect.MissingFrom(rows, refs)
-	return lost, nil, err
+	return dialect.MissingFrom(rows, refs)
 }
 
 func (s *sqliteDialect) Reap(ctx context.Context, db *sql.DB, limit int) ([]string, error) {
