@@ -31,7 +31,33 @@ type runFlags struct {
 	argv     []string
 	// verbose (-v) makes a conflict under --no-wait say so on stderr.
 	verbose bool
+	// permits > 0 takes a permit of the semaphore named key (--permits).
+	permits int
+	// what names what run holds in messages: "the lock on", "a permit of",
+	// "the leadership of".
+	what string
+	// name prefixes run's own lines on stderr: "dblock run", "dblock elect".
+	name string
 }
+
+// held is what run (and elect) hold while CMD runs: a Lock, a Permit or a
+// Term.
+type held interface {
+	Token() int64
+	Done() <-chan struct{}
+	Err() error
+	Unlock(ctx context.Context) error
+}
+
+// permitHeld is a Permit as run holds it.
+type permitHeld struct{ *dblock.Permit }
+
+func (p permitHeld) Unlock(ctx context.Context) error { return p.Release(ctx) }
+
+// termHeld is a Term as elect holds it.
+type termHeld struct{ *dblock.Term }
+
+func (t termHeld) Unlock(ctx context.Context) error { return t.Resign(ctx) }
 
 func parseRun(a *app, args []string) (*common, runFlags, error) {
 	fs := newFlagSet("run")
@@ -44,7 +70,8 @@ func parseRun(a *app, args []string) (*common, runFlags, error) {
 	fs.BoolVar(&r.noWait, "no-wait", false, "give up at once if the lock is held")
 	fs.DurationVar(&r.grace, "grace", 10*time.Second, "after a lost lock, time between SIGTERM and SIGKILL to CMD")
 	fs.IntVar(&r.conflict, "conflict-exit", exitTempFail, "exit `status` when the lock was not acquired")
-	const synopsis = "dblock run --key K [--ttl D] [--wait D | --no-wait] [--grace D] [--conflict-exit N] -- CMD [ARGS...]"
+	fs.IntVar(&r.permits, "permits", 0, "take one of `N` permits of the semaphore named by --key instead of the lock (as consul lock -n)")
+	const synopsis = "dblock run --key K [--permits N] [--ttl D] [--wait D | --no-wait] [--grace D] [--conflict-exit N] -- CMD [ARGS...]"
 	if err := a.parseFlags(fs, synopsis, args); err != nil {
 		return nil, r, err
 	}
@@ -60,8 +87,13 @@ func parseRun(a *app, args []string) (*common, runFlags, error) {
 		return nil, r, exitf(exitUsage, "--wait and --grace must not be negative")
 	case r.conflict < 0 || r.conflict > 255:
 		return nil, r, exitf(exitUsage, "--conflict-exit %d is not an exit status (0..255)", r.conflict)
+	case r.permits < 0 || r.permits > dblock.MaxPermits:
+		return nil, r, exitf(exitUsage, "--permits %d: want 1 to %d", r.permits, dblock.MaxPermits)
 	}
-	if err := dblock.ValidatePlainKey(r.key); err != nil {
+	r.what, r.name = "the lock on", "dblock run"
+	if r.permits > 0 {
+		r.what = "a permit of"
+	} else if err := dblock.ValidatePlainKey(r.key); err != nil {
 		return nil, r, exitErr(exitUsage, err)
 	}
 	if r.waitSet && r.wait == 0 {
@@ -86,32 +118,63 @@ func cmdRun(ctx context.Context, a *app, args []string) error {
 	}
 	defer closeAll()
 	r.verbose = c.verbose
-	lk, err := acquire(ctx, l, c.logger(a), r, sigs)
+	try := func(ctx context.Context) (held, error) { return lockOrNil(l.TryLock(ctx, r.key)) }
+	wait := func(ctx context.Context) (held, error) { return lockOrNil(l.Lock(ctx, r.key)) }
+	if r.permits > 0 {
+		s, err := dblock.NewSemaphore(l, r.key, r.permits)
+		if err != nil {
+			return exitErr(exitUsage, err)
+		}
+		try = func(ctx context.Context) (held, error) { return permitOrNil(s.TryAcquire(ctx)) }
+		wait = func(ctx context.Context) (held, error) { return permitOrNil(s.Acquire(ctx)) }
+	}
+	lk, err := acquire(ctx, c.logger(a), r, sigs, try, wait)
 	if err != nil {
 		return err
 	}
 	return supervise(ctx, a, lk, r, sigs)
 }
 
-// acquire takes the lock as the flags say; a signal while waiting ends the
-// wait with status 128+N. A conflict under --no-wait is quiet, as flock -n
-// is, unless -v: a crontab line on every node must not mail the losers.
-func acquire(ctx context.Context, l *dblock.Locker, log *slog.Logger, r runFlags, sigs <-chan os.Signal) (*dblock.Lock, error) {
-	held := func() error {
+// lockOrNil returns lk as held, or a nil held when there is none.
+func lockOrNil(lk *dblock.Lock, err error) (held, error) {
+	if lk == nil {
+		return nil, err
+	}
+	return lk, err
+}
+
+// permitOrNil returns p as held, or a nil held when there is none.
+func permitOrNil(p *dblock.Permit, err error) (held, error) {
+	if p == nil {
+		return nil, err
+	}
+	return permitHeld{p}, err
+}
+
+// acquire takes what run holds as the flags say, with try (nil: none,
+// wait at once) and wait; a signal while waiting ends the wait with
+// status 128+N. A conflict under --no-wait is quiet, as flock -n is,
+// unless -v: a crontab line on every node must not mail the losers.
+func acquire(ctx context.Context, log *slog.Logger, r runFlags, sigs <-chan os.Signal,
+	try, wait func(context.Context) (held, error)) (held, error) {
+	busy := func() error {
 		if r.noWait && !r.verbose {
 			return exitErr(r.conflict, nil)
 		}
-		return exitf(r.conflict, "%q is held by another owner; not running %s", r.key, r.argv[0])
+		return exitf(r.conflict, "%s %q is held by another owner; not running %s", r.what, r.key, r.argv[0])
 	}
-	lk, err := l.TryLock(ctx, r.key)
-	unreachable := dberr.Conn(err) // the first attempt did not reach the database
-	if !errors.Is(err, dblock.ErrLocked) && !(unreachable && !r.noWait) {
-		return lk, err
+	unreachable := false // the first attempt did not reach the database
+	if try != nil {
+		lk, err := try(ctx)
+		unreachable = dberr.Conn(err)
+		if !errors.Is(err, dblock.ErrLocked) && !(unreachable && !r.noWait) {
+			return lk, err
+		}
+		if r.noWait {
+			return nil, busy()
+		}
 	}
-	if r.noWait {
-		return nil, held()
-	}
-	log.Info("dblock run: waiting for the lock", "key", r.key)
+	log.Info(r.name+": waiting for "+strings.TrimSuffix(strings.TrimSuffix(r.what, " on"), " of"), "key", r.key)
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if r.waitSet {
@@ -130,7 +193,7 @@ func acquire(ctx context.Context, l *dblock.Locker, log *slog.Logger, r runFlags
 		case <-done:
 		}
 	}()
-	lk, err = l.Lock(wctx, r.key)
+	lk, err := wait(wctx)
 	close(done)
 	<-watched
 	switch {
@@ -138,12 +201,12 @@ func acquire(ctx context.Context, l *dblock.Locker, log *slog.Logger, r runFlags
 		if lk != nil {
 			_ = lk.Unlock(ctx)
 		}
-		return nil, exitf(128+signalNumber(got), "interrupted by %v while waiting for %q", got, r.key)
+		return nil, exitf(128+signalNumber(got), "interrupted by %v while waiting for %s %q", got, r.what, r.key)
 	case errors.Is(err, context.DeadlineExceeded) && unreachable && dberr.Conn(err):
 		// Neither the first attempt nor the last reached the database.
-		return nil, exitErr(exitUnavailable, fmt.Errorf("the database stayed unreachable while waiting %v for %q: %w", r.wait, r.key, err))
+		return nil, exitErr(exitUnavailable, fmt.Errorf("the database stayed unreachable while waiting %v for %s %q: %w", r.wait, r.what, r.key, err))
 	case errors.Is(err, context.DeadlineExceeded):
-		return nil, held()
+		return nil, busy()
 	}
 	return lk, err
 }
@@ -157,12 +220,12 @@ func signalNumber(s os.Signal) int {
 
 // supervise runs CMD while lk is held and returns with CMD's status, or
 // exitLockLost if the lock was lost meanwhile.
-func supervise(ctx context.Context, a *app, lk *dblock.Lock, r runFlags, sigs <-chan os.Signal) error {
+func supervise(ctx context.Context, a *app, lk held, r runFlags, sigs <-chan os.Signal) error {
 	cmd := exec.Command(r.argv[0], r.argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(childEnv(os.Environ()), "DBLOCK_KEY="+r.key, "DBLOCK_TOKEN="+strconv.FormatInt(lk.Token(), 10))
 	wait, err := startSupervised(cmd, func() {
-		fmt.Fprintf(a.stderr, "dblock run: processes of %s's group still run a second after SIGKILL; keeping the lock on %q until they end\n", r.argv[0], r.key)
+		fmt.Fprintf(a.stderr, "%s: processes of %s's group still run a second after SIGKILL; keeping %s %q until they end\n", r.name, r.argv[0], r.what, r.key)
 	})
 	if err != nil {
 		_ = lk.Unlock(ctx)
@@ -187,14 +250,14 @@ func supervise(ctx context.Context, a *app, lk *dblock.Lock, r runFlags, sigs <-
 		case <-lockDone:
 			lockDone = nil
 			lost = lk.Err()
-			fmt.Fprintf(a.stderr, "dblock run: lost the lock on %q (%s); sending SIGTERM to %s\n", r.key, oneLine(lost.Error()), r.argv[0])
+			fmt.Fprintf(a.stderr, "%s: lost %s %q (%s); sending SIGTERM to %s\n", r.name, r.what, r.key, oneLine(lost.Error()), r.argv[0])
 			_ = signalGroup(cmd.Process, syscall.SIGTERM)
 			t := time.NewTimer(r.grace)
 			defer t.Stop()
 			kill = t.C
 		case <-kill:
 			kill = nil
-			fmt.Fprintf(a.stderr, "dblock run: %s still running %v after SIGTERM; sending SIGKILL\n", r.argv[0], r.grace)
+			fmt.Fprintf(a.stderr, "%s: %s still running %v after SIGTERM; sending SIGKILL\n", r.name, r.argv[0], r.grace)
 			_ = signalGroup(cmd.Process, syscall.SIGKILL)
 		}
 	}
@@ -225,7 +288,7 @@ func childEnv(env []string) []string {
 // otherwise. A release that fails or is ambiguous after that (a cut
 // connection: the retry finds the row gone) does not change the status: it
 // is said once on stderr.
-func finish(ctx context.Context, a *app, lk *dblock.Lock, r runFlags, cmd *exec.Cmd, waitErr error, lost error) error {
+func finish(ctx context.Context, a *app, lk held, r runFlags, cmd *exec.Cmd, waitErr error, lost error) error {
 	status := exitStatus(cmd.ProcessState)
 	if waitErr != nil && cmd.ProcessState == nil {
 		status = exitFailure
@@ -234,12 +297,12 @@ func finish(ctx context.Context, a *app, lk *dblock.Lock, r runFlags, cmd *exec.
 		lost = lk.Err() // now, after CMD's end: nil if held until then
 	}
 	if lost != nil {
-		return exitf(exitLockLost, "%s ended (status %d) after the lock on %q was lost: %s", r.argv[0], status, r.key, oneLine(lost.Error()))
+		return exitf(exitLockLost, "%s ended (status %d) after %s %q was lost: %s", r.argv[0], status, r.what, r.key, oneLine(lost.Error()))
 	}
 	if err := lk.Unlock(ctx); err != nil {
 		// CMD ended while the lease was ours: its status stands. The
 		// error says what becomes of the row (its lease ends by itself).
-		fmt.Fprintf(a.stderr, "dblock run: %s ended holding the lock on %q; releasing it failed: %s\n", r.argv[0], r.key, oneLine(err.Error()))
+		fmt.Fprintf(a.stderr, "%s: %s ended holding %s %q; releasing it failed: %s\n", r.name, r.argv[0], r.what, r.key, oneLine(err.Error()))
 	}
 	return exitErr(status, nil)
 }

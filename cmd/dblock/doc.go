@@ -2,9 +2,10 @@
 // MySQL/MariaDB, and administers the lock table.
 //
 //	dblock migrate                               create or upgrade the lock table
-//	dblock run --key K [flags] -- CMD [ARGS...]  run CMD while holding K
+//	dblock run --key K [flags] -- CMD [ARGS...]  run CMD while holding K (--permits N: one of N permits)
 //	dblock ls [--json]                           list held locks
 //	dblock leader NAME [--watch] [--json]        print an election's leader
+//	dblock elect NAME [--value V] -- CMD [ARGS]  run CMD while this process leads NAME
 //	dblock reap [--schedule SPEC]                delete expired and released rows
 //	dblock unlock --force KEY                    break a lock by hand
 //	dblock demo [--workers N] [--keys K] [--duration D]
@@ -12,7 +13,8 @@
 //
 // Flags are GNU-style (--name VALUE, --name=VALUE, -v) and may come before
 // or after the arguments, except in run, where the first argument (or --)
-// ends dblock's flags: whatever follows is CMD's own. The single-dash long
+// ends dblock's flags: whatever follows is CMD's own; and in elect, where
+// NAME comes before -- and CMD after it. The single-dash long
 // flags of earlier versions (-key K) are still read.
 //
 // The database comes from --dsn or $DBLOCK_DSN: postgres://… (or
@@ -27,7 +29,7 @@
 // --dsn sqlite:PATH to use an SQLite file on purpose. Every command also takes --table (default
 // lock_table), -v (--verbose) and --portable (plain SQL only, as dblock.WithPortable:
 // for a distributed SQL engine behind a proxy that hides its version; TiDB,
-// CockroachDB and YugabyteDB are recognised without it); run and demo take
+// CockroachDB and YugabyteDB are recognised without it); run, elect and demo take
 // --ttl (default 30s). Passwords are
 // never printed, and the command run starts never sees DBLOCK_DSN or
 // PGPASSWORD: give a command that needs the database a DSN of its own, for
@@ -62,17 +64,17 @@
 //
 // # Exit status
 //
-//	0     success; for run, CMD's own status (128+N if CMD died of signal N)
+//	0     success; for run and elect, CMD's own status (128+N if CMD died of signal N)
 //	1     the operation failed (unlock: nothing held the key; other errors)
 //	64    bad command line (flags, arguments, --table, --ttl, key)
 //	69    the database server cannot be reached (run --wait D: for all of D)
 //	70    demo: a safety violation (overlapping holders, a token not growing)
-//	74    run: the lock was lost while CMD ran
-//	75    run: the lock was not acquired (--no-wait, or --wait expired, also through a database restart); --conflict-exit N changes it
+//	74    run, elect: the lock (permit, term) was lost while CMD ran
+//	75    run, elect: the lock (permit, term) was not acquired (--no-wait, or --wait expired, also through a database restart); --conflict-exit N changes it
 //	78    configuration: no DSN (run, leader, unlock, reap, migrate), bad or unsupported DSN, authentication failed, unknown database, missing privilege, or the lock table is missing (run dblock migrate)
-//	126   run: CMD could not be started
-//	127   run: CMD not found
-//	130, 143  run: SIGINT or SIGTERM while waiting for the lock
+//	126   run, elect: CMD could not be started
+//	127   run, elect: CMD not found
+//	130, 143  run, elect: SIGINT or SIGTERM while waiting
 //
 // Errors are one line on stderr, starting "dblock CMD: ".
 package main

@@ -38,6 +38,7 @@ Usage:
   dblock run --key K [flags] -- CMD [ARGS...] run CMD while holding K
   dblock ls [--json] [flags]                  list held locks
   dblock leader NAME [--watch] [--json]       print an election's leader (--watch: every change)
+  dblock elect NAME [--value V] -- CMD [ARGS] run CMD while this process leads NAME
   dblock reap [--schedule SPEC] [flags]       delete expired and released rows
   dblock unlock --force [flags] KEY           break a lock by hand (logged)
   dblock demo [flags]                         workers contend for keys; checks safety
@@ -51,25 +52,28 @@ Every command takes:
                  other commands refuse (status 78).
   --table NAME   lock table (default lock_table)
   -v, --verbose  log debug messages to stderr
-run and demo also take --ttl D, the lease of the locks taken (default 30s).
-Flags may come before or after arguments, except in run, where whatever
-follows CMD (or --) is CMD's own. Run "dblock help CMD" for CMD's flags.
+run, elect and demo also take --ttl D, the lease of the locks taken
+(default 30s). run --permits N --key NAME holds one of N permits of the
+semaphore NAME instead of a lock. Flags may come before or after
+arguments, except in run and elect, where whatever follows CMD (or --) is
+CMD's own. Run "dblock help CMD" for CMD's flags.
 
 Exit status:
-  0     success; for run, CMD's own status (128+N if CMD died of signal N)
+  0     success; for run and elect, CMD's own status (128+N if CMD died of signal N)
   1     the operation failed (unlock: nothing held the key; other errors)
   64    bad command line
   69    the database server cannot be reached (run --wait D: for all of D)
   70    demo: a safety violation was seen
-  74    run: the lock was lost while CMD ran; CMD was sent SIGTERM, then SIGKILL
-  75    run: the lock was not acquired (--no-wait or --wait expired, also
-        through a database restart); see --conflict-exit
+  74    run, elect: the lock (permit, term) was lost while CMD ran; CMD was
+        sent SIGTERM, then SIGKILL
+  75    run, elect: the lock (permit, term) was not acquired (--no-wait or
+        --wait expired, also through a database restart); see --conflict-exit
   78    configuration: no DSN (run, leader, unlock, reap, migrate), bad or
         unsupported DSN, authentication failed, unknown database, missing
         privilege, or the lock table is missing (run dblock migrate)
-  126   run: CMD could not be started
-  127   run: CMD not found
-  130, 143  run: interrupted by SIGINT or SIGTERM while waiting for the lock
+  126   run, elect: CMD could not be started
+  127   run, elect: CMD not found
+  130, 143  run, elect: interrupted by SIGINT or SIGTERM while waiting
 `
 
 type command func(ctx context.Context, a *app, args []string) error
@@ -79,6 +83,7 @@ var commands = map[string]command{
 	"run":     cmdRun,
 	"ls":      cmdLs,
 	"leader":  cmdLeader,
+	"elect":   cmdElect,
 	"reap":    cmdReap,
 	"unlock":  cmdUnlock,
 	"demo":    cmdDemo,
