@@ -42,6 +42,10 @@ func (c *StmtCache) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	return s, nil
 }
 
+// DB returns the pool the statements are prepared on, for the few
+// statements a dialect runs in a transaction of its own.
+func (c *StmtCache) DB() *sql.DB { return c.db }
+
 // ExecContext runs query through its prepared statement.
 func (c *StmtCache) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	s, err := c.stmt(ctx, query)

@@ -5,7 +5,10 @@
 // Tokens: a row's token grows by one at each takeover; a new row starts
 // above <table>_fence.floor_token, which the BEFORE DELETE trigger raises to
 // the token of every row deleted (by the reaper or by hand). The acquire reads
-// the floor under a share lock, so it cannot miss a concurrent delete.
+// the floor under a share lock, so it cannot miss a concurrent delete. TiDB
+// has no triggers: there the reaper raises the floor itself, and a new row
+// starts above TiDB's timestamp oracle too (tidbFloor), which no DELETE moves
+// back.
 //
 // The acquire reports its token through LAST_INSERT_ID(expr): the OK packet
 // carries the token when the key was taken or re-entered and 0 when it was
@@ -15,6 +18,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	sqldriver "database/sql/driver"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -54,6 +58,12 @@ type mysqlDialect struct {
 	reapRaiseSQL           string
 	// TiDB's renewal reads, by key only (renewLockKeys).
 	renewLockKeysSQL, renewCheckKeysSQL string
+	// TiDB's: acquireRowSQL is the acquire of a key whose row exists,
+	// which inserts nothing (tidbUpsert); the tso statements are the
+	// acquire, ensure and tx.create whose new row's first token reads the
+	// TSO, run in tidbCreate's transaction.
+	acquireRowSQL                             string
+	tsoAcquireSQL, tsoEnsureSQL, tsoCreateSQL string
 	// portable: plain SQL only (dialect.Config.Portable); tidb: the
 	// statements for TiDB.
 	portable, tidb bool
@@ -97,6 +107,43 @@ func New(cfg dialect.Config) dialect.Dialect {
 	return m
 }
 
+// tidbFloor is what a row inserted on TiDB starts its tokens above: the
+// fence's floor (raised by the reaper, of this version or an older one), or
+// the start timestamp of the inserting transaction, from the cluster's
+// timestamp oracle (TSO), whichever is larger. TiDB has no trigger to raise
+// the floor when a row is deleted by hand; the TSO needs none:
+//
+//   - every token is at most the commit timestamp of the transaction that
+//     wrote it: a new row's is its start timestamp + 1 at most, or floor + 1
+//     (the floor being an earlier token, deleted by a committed reap the
+//     insert saw); an in-place take's is the previous token + 1, written by
+//     a transaction that saw the previous writer's commit and so commits at
+//     a larger timestamp;
+//   - the insert runs in an optimistic transaction (tidbCreate), which
+//     commits only if no other transaction wrote the key's row after its
+//     start timestamp: the DELETE of the key's old row (by hand or by the
+//     reaper) committed before it started, after every token of that row
+//     was written.
+//
+// So the new row's first token is above every token the key ever had. The
+// TSO is strictly increasing across the whole cluster (it is PD's), unlike
+// a SEQUENCE with a cache, which hands each tidb-server its own range; a
+// SEQUENCE with NOCACHE writes its own row at every value, one hot row for
+// the whole table, and still would not cover the tokens a row gains in
+// place. In-place takes (the common case) do not change.
+//
+// TIDB_CURRENT_TSO() is the transaction's start timestamp, and TiDB folds
+// it into a constant when it plans the statement: in an autocommit
+// statement, planned before its transaction starts, it is 0. Hence the
+// explicit transaction, whose BEGIN takes the timestamp; NULLIF turns a 0
+// into NULL, which the NOT NULL token column refuses, rather than into a
+// token taken from the floor alone.
+//
+// A TSO is about 2^58 (milliseconds since 1970 shifted left by 18 bits):
+// tokens of keys whose row was created by this version on TiDB exceed
+// 2^53, the integers a float64 (JavaScript's number) holds exactly.
+const tidbFloor = "GREATEST(f.floor_token, NULLIF(TIDB_CURRENT_TSO(), 0))"
+
 // mariaNoWait makes an acquire on MariaDB fail at once with 1205, read as
 // "held", when another transaction holds the key's row locked (LockTx, a
 // write in flight) or is inserting it, instead of waiting for it: no
@@ -115,9 +162,21 @@ func build(cfg dialect.Config, tidb bool) *mysqlDialect {
 	if tidb {
 		share, checkLock, skipLocked = "", "FOR UPDATE", "NOWAIT"
 	}
-	r := strings.NewReplacer("{t}", m.Quote(table), "{fence}", m.Quote(table+"_fence"),
-		"{free}", "(depth = 0 OR "+myExpired+")", "{expired}", myExpired,
-		"{share}", share, "{checkLock}", checkLock, "{skipLocked}", skipLocked)
+	pairs := []string{"{t}", m.Quote(table), "{fence}", m.Quote(table + "_fence"),
+		"{free}", "(depth = 0 OR " + myExpired + ")", "{expired}", myExpired,
+		"{share}", share, "{checkLock}", checkLock, "{skipLocked}", skipLocked}
+	r := strings.NewReplacer(append(pairs, "{floor}", "f.floor_token")...)
+	if tidb {
+		// The acquire of a key whose row exists, made to insert nothing,
+		// and the inserts whose first token reads the TSO (tidbUpsert,
+		// tidbCreate).
+		m.acquireRowSQL = strings.Replace(queries.Get("acquire", r), "WHERE f.id = 1",
+			"WHERE f.id = 1 AND EXISTS (SELECT 1 FROM "+m.Quote(table)+" WHERE key_id = ?)", 1)
+		tso := strings.NewReplacer(append(pairs, "{floor}", tidbFloor)...)
+		m.tsoAcquireSQL = queries.Get("acquire", tso)
+		m.tsoEnsureSQL = queries.Get("ensure", tso)
+		m.tsoCreateSQL = queries.Get("tx.create", tso)
+	}
 	m.acquireSQL = queries.Get("acquire", r)
 	m.takeSQL = queries.Get("take", r)
 	m.releaseSQL = queries.Get("release", r)
@@ -223,13 +282,19 @@ func (m *mysqlDialect) Upsert(ctx context.Context, q dialect.Querier, key, owner
 		return 0, false, err
 	}
 	ms := ttl.Milliseconds()
-	res, err := q.ExecContext(ctx, m.acquireSQL, key, owner, ms, data,
+	args := []any{key, owner, ms, data,
 		data, owner, data, // data
 		owner,        // token
 		owner, owner, // memo
 		owner,         // depth
 		owner, ms, ms, // lease_ms
-		owner) // update_time
+		owner} // update_time
+	if m.tidb {
+		if db := poolOf(q); db != nil {
+			return m.tidbUpsert(ctx, q, db, key, owner, args)
+		}
+	}
+	res, err := q.ExecContext(ctx, m.acquireSQL, args...)
 	if err != nil {
 		return 0, false, lockedErr(err)
 	}
@@ -241,6 +306,117 @@ func (m *mysqlDialect) Upsert(ctx context.Context, q dialect.Querier, key, owner
 		return m.confirmUpsert(ctx, q, res, key, owner, token)
 	}
 	return token, true, nil
+}
+
+// tidbUpsert is TiDB's Upsert: first as one statement that only changes
+// an existing row (acquireRowSQL, which inserts nothing: its SELECT finds
+// no row when the key has none, in the same snapshot as the insert's
+// duplicate check), then, when that took nothing and no other owner holds
+// the key, the upsert in an optimistic transaction of its own, whose first
+// token comes from the TSO (tidbFloor, tidbCreate).
+func (m *mysqlDialect) tidbUpsert(ctx context.Context, q dialect.Querier, db *sql.DB, key, owner string, args []any) (int64, bool, error) {
+	rowArgs := append(append(append(make([]any, 0, len(args)+1), args[:4]...), key), args[4:]...)
+	res, err := q.ExecContext(ctx, m.acquireRowSQL, rowArgs...)
+	if err != nil {
+		return 0, false, lockedErr(err)
+	}
+	token, err := res.LastInsertId()
+	if err != nil {
+		return 0, false, err
+	}
+	n, err := res.RowsAffected()
+	switch {
+	case err != nil:
+		return 0, false, err
+	case token > 0 && n > 0:
+		return m.confirmUpsert(ctx, q, res, key, owner, token)
+	}
+	// Held by another owner, or no row: TiDB reports LAST_INSERT_ID(-1)
+	// for both (it evaluates the held case's LAST_INSERT_ID(-1) when it
+	// plans the statement).
+	if _, held, err := m.Held(ctx, q, key, owner); held || err != nil {
+		return 0, false, err
+	}
+	var ok bool
+	err = tidbCreate(ctx, db, func(c dialect.Querier) error {
+		res, err := c.ExecContext(ctx, m.tsoAcquireSQL, args...)
+		if err != nil {
+			return err
+		}
+		if token, err = res.LastInsertId(); err != nil || token <= 0 {
+			token = 0
+			return err
+		}
+		token, ok, err = m.confirmUpsert(ctx, c, res, key, owner, token)
+		return err
+	})
+	if err != nil {
+		return 0, false, lockedErr(err)
+	}
+	return token, ok, nil
+}
+
+// poolOf returns the pool behind q: a *sql.DB or what wraps one
+// (dialect.StmtCache, the Locker's). Without one (a transaction, a
+// connection, a test's wrapper) TiDB's acquire runs as before this
+// version, one statement whose new row starts above the floor alone.
+func poolOf(q dialect.Querier) *sql.DB {
+	switch q := q.(type) {
+	case *sql.DB:
+		return q
+	case interface{ DB() *sql.DB }:
+		return q.DB()
+	}
+	return nil
+}
+
+// tidbCreate runs fn, which inserts rows whose first token reads
+// TIDB_CURRENT_TSO() (tidbFloor), on a connection of db in an optimistic
+// transaction: BEGIN takes the start timestamp the statements then read,
+// and COMMIT fails with a write conflict (9007, retried as RolledBack)
+// when another transaction wrote the same row after it, a DELETE
+// included. A connection left in doubt is dropped, not pooled.
+func tidbCreate(ctx context.Context, db *sql.DB, fn func(q dialect.Querier) error) error {
+	// An autocommit statement that meets a write conflict is retried by
+	// TiDB itself; an explicit transaction's COMMIT is not: the conflict
+	// means another transaction wrote the row first, which the next try
+	// reads.
+	var err error
+	for range tidbCreateTries {
+		var me *driver.MySQLError
+		if err = tidbCreateOnce(ctx, db, fn); !errors.As(err, &me) || me.Number != tidbWriteConflict {
+			return err
+		}
+	}
+	return err
+}
+
+// tidbCreateTries bounds tidbCreate's tries; the last write conflict is
+// returned (classified RolledBack: nothing done, try again).
+const tidbCreateTries = 5
+
+func tidbCreateOnce(ctx context.Context, db *sql.DB, fn func(q dialect.Querier) error) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN OPTIMISTIC"); err != nil {
+		_ = conn.Raw(func(any) error { return sqldriver.ErrBadConn })
+		return err
+	}
+	if err = fn(conn); err == nil {
+		if _, err = conn.ExecContext(ctx, "COMMIT"); err == nil {
+			return nil
+		}
+	}
+	// A failed COMMIT has ended the transaction: ROLLBACK is then a no-op.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, rerr := conn.ExecContext(rctx, "ROLLBACK"); rerr != nil {
+		_ = conn.Raw(func(any) error { return sqldriver.ErrBadConn })
+	}
+	return err
 }
 
 // confirmUpsert decides a TiDB upsert by the rows it changed: TiDB reports
@@ -388,6 +564,9 @@ func (m *mysqlDialect) AlreadyApplied(error) bool { return false }
 func (m *mysqlDialect) Kinds() map[string]string {
 	kinds := map[string]string{m.acquireSQL: "upsert", m.takeSQL: "take", m.handoffSQL: "handoff",
 		m.releaseSQL: "release", m.releaseLastSQL: "release"}
+	if m.acquireRowSQL != "" {
+		kinds[m.acquireRowSQL] = "upsert"
+	}
 	for _, v := range []*mysqlDialect{m.ti, m.maria} {
 		if v != nil {
 			maps.Copy(kinds, v.Kinds())

@@ -8,6 +8,11 @@
 -- tx.check's share lock, FOR UPDATE on TiDB (whose shared locks are no-ops).
 -- {skipLocked} is SKIP LOCKED, and NOWAIT on TiDB, where SKIP LOCKED
 -- returns locked rows without locking them (see lockRows).
+-- {floor} is what a row the statement inserts starts its tokens above:
+-- the fence's floor, and on TiDB, which has no trigger to raise the floor
+-- when a row is deleted by hand, at least the statement's start timestamp
+-- from the cluster's timestamp oracle (tidbFloor in mysql.go says why that
+-- is above every token the deleted row had).
 
 -- name: acquire
 -- Its ON DUPLICATE KEY UPDATE assignments give the same result whether they
@@ -24,10 +29,10 @@
 -- update_time sees the new lease, but only when we acquired, where "ours"
 -- already holds. TestMySQLSimultaneousAssignment checks the second mode.
 -- A key held by another owner reports LAST_INSERT_ID(-1), never a token:
--- TiDB ignores LAST_INSERT_ID(0) and would report the fence's floor + 1
--- that the SELECT computed (the row keeps its token either way).
+-- TiDB ignores LAST_INSERT_ID(0) and would report the first token that
+-- the SELECT computed (the row keeps its token either way).
 INSERT INTO {t} (key_id, memo, depth, token, lease_ms, update_time, acquired_time, data)
-SELECT ?, ?, 1, LAST_INSERT_ID(f.floor_token + 1), ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), ?
+SELECT ?, ?, 1, LAST_INSERT_ID({floor} + 1), ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), ?
 FROM {fence} AS f WHERE f.id = 1 {share}
 ON DUPLICATE KEY UPDATE
   acquired_time = IF({free}, UTC_TIMESTAMP(6), acquired_time),
@@ -170,7 +175,7 @@ SELECT depth > 0 AND NOT ({expired}) FROM {t} WHERE key_id = ?
 
 -- name: tx.create
 INSERT INTO {t} (key_id, memo, depth, token, lease_ms, update_time)
-SELECT ?, '', 0, f.floor_token, 0, UTC_TIMESTAMP(6)
+SELECT ?, '', 0, {floor}, 0, UTC_TIMESTAMP(6)
 FROM {fence} AS f WHERE f.id = 1 {share}
 ON DUPLICATE KEY UPDATE key_id = key_id
 
@@ -271,6 +276,6 @@ SELECT key_id FROM {t} WHERE key_id IN ({keys})
 
 -- name: ensure
 INSERT INTO {t} (key_id, memo, depth, token, lease_ms, update_time)
-SELECT ?, '', 0, f.floor_token + 1, 0, UTC_TIMESTAMP(6)
+SELECT ?, '', 0, {floor} + 1, 0, UTC_TIMESTAMP(6)
 FROM {fence} AS f WHERE f.id = 1 {share}
 ON DUPLICATE KEY UPDATE key_id = key_id

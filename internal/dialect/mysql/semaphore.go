@@ -66,7 +66,15 @@ func (m *mysqlDialect) Ensure(ctx context.Context, q dialect.Querier, keys []str
 	}
 	created := 0
 	for _, k := range dialect.Absent(keys, present) {
-		if _, err := q.ExecContext(ctx, m.ensureSQL, k); err != nil {
+		if db := poolOf(q); m.tidb && db != nil {
+			err = tidbCreate(ctx, db, func(c dialect.Querier) error {
+				_, err := c.ExecContext(ctx, m.tsoEnsureSQL, k)
+				return err
+			})
+		} else {
+			_, err = q.ExecContext(ctx, m.ensureSQL, k)
+		}
+		if err != nil {
 			return created, err
 		}
 		created++

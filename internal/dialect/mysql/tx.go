@@ -82,7 +82,15 @@ func (m *mysqlDialect) LockTx(ctx context.Context, db *sql.DB, tx *sql.Tx, key s
 			return 0, false, err
 		}
 		if st == rowMissing {
-			if _, err := db.ExecContext(ctx, m.tx.create, key); err != nil {
+			if m.tidb {
+				err = tidbCreate(ctx, db, func(c dialect.Querier) error {
+					_, err := c.ExecContext(ctx, m.tsoCreateSQL, key)
+					return err
+				})
+			} else {
+				_, err = db.ExecContext(ctx, m.tx.create, key)
+			}
+			if err != nil {
 				return 0, false, err
 			}
 		}
