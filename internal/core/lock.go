@@ -167,8 +167,8 @@ func (e *Engine) lost(k *Lock, cause error) {
 // Engine is the engine k came from.
 func (k *Lock) Engine() *Engine { return k.e }
 
-// Adopt makes the Lock of an acquisition taken outside the engine's own
-// paths (a semaphore's permit): key held under lc.Owner with token, its
+// Adopt makes the Lock of an acquisition (a take of Try, or one taken
+// outside the engine, a semaphore's permit): key held under lc.Owner with token, its
 // statement sent at start. It fails with ErrClosed, releasing the row,
 // when the engine closed meanwhile.
 func (e *Engine) Adopt(ctx context.Context, key string, lc LockConfig, token int64, start time.Time) (*Lock, error) {

@@ -73,10 +73,9 @@ func (e *Engine) Try(ctx context.Context, key string, lc LockConfig) (*Lock, err
 		}
 		e.ev.Start() // to hear of waiters before we release
 		e.fair.TookBack(key, token)
-		lk := e.newLock(key, lc, token, start)
-		if !e.leases.Register(lk) {
-			_ = lk.Release(ctx, dberr.ErrClosed)
-			return nil, dberr.ErrClosed
+		lk, err := e.Adopt(ctx, key, lc, token, start)
+		if err != nil {
+			return nil, err
 		}
 		if e.debugging() {
 			e.log.Debug("dblock: acquired", "key", key, "token", token)
