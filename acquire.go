@@ -45,7 +45,7 @@ func (l *Locker) call(ctx context.Context, key string, opts []LockOption, wait b
 	}
 	ctx, stop := l.e.Closable(ctx)
 	defer stop()
-	ctx, end := l.acquiring(ctx, key, wait, &lc)
+	ctx, end := l.acquiring(ctx, key, "", wait, &lc)
 	k, err := take(ctx, key, lc.cfg)
 	err = core.ClosedErr(ctx, err)
 	lk := lockOf(k)

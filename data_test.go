@@ -152,7 +152,7 @@ func TestMigrateLiveTable(t *testing.T) {
 		held := []*dblock.Lock{mustLock(t)(l.TryLock(ctx, "a")), mustLock(t)(l.TryLock(ctx, "b"))}
 		drop := "ALTER TABLE " + quote(d, table) + " DROP COLUMN data"
 		mustExec(t, db, drop)
-		mustExec(t, db, "DELETE FROM "+quote(d, table+"_version")+" WHERE version = 4")
+		mustExec(t, db, "DELETE FROM "+quote(d, table+"_version")+" WHERE version >= 4") // and the versions after it
 		if _, err := l.TryLock(ctx, "c", dblock.Data([]byte("x"))); !errors.Is(err, dblock.ErrNoSchema) {
 			t.Fatalf("TryLock with Data on a version-3 table = %v, want ErrNoSchema", err)
 		}

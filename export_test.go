@@ -345,3 +345,12 @@ func WarnEvery(d time.Duration) Option {
 		return nil
 	}
 }
+
+// WaiterRecordsWritten reports how many waiter records l has written.
+// Test hook.
+func WaiterRecordsWritten(l *Locker) int64 {
+	if r := l.e.WaiterRecords(); r != nil {
+		return r.Written()
+	}
+	return 0
+}

@@ -112,7 +112,7 @@ func (l *Locker) lockTx(ctx context.Context, tx *sql.Tx, key string, opts []Lock
 	if err != nil {
 		return nil, err
 	}
-	ctx, end := l.acquiring(ctx, key, wait, nil)
+	ctx, end := l.acquiring(ctx, key, "", wait, &lc)
 	var t *TxLock
 	token, err := l.e.LockTx(ctx, tx, td, key, lc.cfg, wait)
 	if err == nil {

@@ -48,8 +48,10 @@ func (l *Locker) takeAll(ctx context.Context, keys []string,
 	}
 	sorted := slices.Compact(slices.Sorted(slices.Values(keys)))
 	m := &MultiLock{}
+	held := make([]string, 0, len(sorted))
 	for _, k := range sorted {
-		lk, err := take(ctx, k)
+		lk, err := take(withHolds(ctx, held), k) // its waiter record shows what it holds
+		held = append(held, k)
 		if err != nil {
 			m.releaseTaken(ctx)
 			return nil, err

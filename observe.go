@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dblockhq/dblock/internal/core"
+	"github.com/dblockhq/dblock/internal/waiters"
 )
 
 // Observer receives a Locker's events, for metrics and tracing; package
@@ -139,18 +140,33 @@ func WithObserver(o Observer) Option {
 }
 
 // acquiring observes one acquisition of key: it counts a waiting call in
-// Stats, and with an Observer reports Start and, through the returned
-// function, End. lc, when not nil, counts the attempts.
-func (l *Locker) acquiring(ctx context.Context, key string, wait bool, lc *lockConfig) (context.Context, func(lk acquired, err error)) {
-	if wait {
-		l.waiting.Add(1)
+// Stats and in the Locker's waiter records (under rec, the key the record
+// shows: key when ""), and with an Observer reports Start and, through the
+// returned function, End. lc, when not nil, counts the attempts and gives
+// the record its owner and data.
+func (l *Locker) acquiring(ctx context.Context, key, rec string, wait bool, lc *lockConfig) (context.Context, func(lk acquired, err error)) {
+	if !wait {
+		if l.obs == nil {
+			return ctx, noEnd
+		}
+		return l.observed(ctx, key, false, lc, nil)
 	}
+	l.waiting.Add(1)
+	c := l.recordWait(ctx, key, rec, lc)
 	if l.obs == nil {
-		if wait {
+		if c == nil {
 			return ctx, l.doneWaiting
 		}
-		return ctx, noEnd
+		return ctx, func(acquired, error) {
+			l.e.DoneWaiting(c)
+			l.waiting.Add(-1)
+		}
 	}
+	return l.observed(ctx, key, true, lc, c)
+}
+
+// observed is acquiring with an Observer.
+func (l *Locker) observed(ctx context.Context, key string, wait bool, lc *lockConfig, c *waiters.Call) (context.Context, func(lk acquired, err error)) {
 	start := time.Now()
 	var tries int
 	if lc != nil {
@@ -159,6 +175,7 @@ func (l *Locker) acquiring(ctx context.Context, key string, wait bool, lc *lockC
 	octx := l.obs.Start(ctx, OpAcquire, key)
 	return octx, func(lk acquired, err error) {
 		if wait {
+			l.e.DoneWaiting(c)
 			l.waiting.Add(-1)
 		}
 		e := Event{Key: key, Err: err, Elapsed: time.Since(start), Wait: wait, Attempts: tries}

@@ -53,16 +53,20 @@ type config struct {
 	portable bool
 	// warnEvery is how often warnings of one kind are logged; 0: all.
 	warnEvery time.Duration
+	// waiterAfter is how long a call waits before its waiter record is
+	// written; negative: none (WithWaiterRecords).
+	waiterAfter time.Duration
 }
 
 func defaultConfig() config {
 	return config{
-		table:     DefaultTable,
-		ttl:       DefaultTTL,
-		logger:    slog.Default(), // at New: see WithLogger
-		retryMin:  5 * time.Millisecond,
-		retryMax:  250 * time.Millisecond,
-		warnEvery: loglimit.Every,
+		table:       DefaultTable,
+		ttl:         DefaultTTL,
+		logger:      slog.Default(), // at New: see WithLogger
+		retryMin:    5 * time.Millisecond,
+		retryMax:    250 * time.Millisecond,
+		warnEvery:   loglimit.Every,
+		waiterAfter: DefaultWaiterRecordAfter,
 	}
 }
 

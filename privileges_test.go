@@ -19,19 +19,21 @@ import (
 
 // grantSQL lists the grants docs/privileges.md documents: DML on the lock
 // table (and on MySQL its fence), the token sequence on PostgreSQL, and DML
-// on the FIFO ticket table.
+// on the FIFO ticket table and the waiter table.
 func grantSQL(d dblock.Dialect, table, role string) []string {
 	if d == dblock.Postgres {
 		return []string{
 			`GRANT SELECT, INSERT, UPDATE, DELETE ON "` + table + `" TO ` + role,
 			`GRANT USAGE ON SEQUENCE "` + table + `_token_seq" TO ` + role,
 			`GRANT SELECT, INSERT, UPDATE, DELETE ON "` + table + `_queue" TO ` + role,
+			`GRANT SELECT, INSERT, UPDATE, DELETE ON "` + table + `_waiters" TO ` + role,
 		}
 	}
 	return []string{
 		"GRANT SELECT, INSERT, UPDATE, DELETE ON `" + table + "` TO " + role,
 		"GRANT SELECT, UPDATE ON `" + table + "_fence` TO " + role,
 		"GRANT SELECT, INSERT, UPDATE, DELETE ON `" + table + "_queue` TO " + role,
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON `" + table + "_waiters` TO " + role,
 	}
 }
 
@@ -99,7 +101,7 @@ func TestLeastPrivilege(t *testing.T) {
 		// once under a parallel build).
 		const ttl = 1500 * time.Millisecond
 		newL := func() *dblock.Locker {
-			l, err := dblock.New(db, dblock.WithTable(table), dblock.WithTTL(ttl))
+			l, err := dblock.New(db, dblock.WithTable(table), dblock.WithTTL(ttl), dblock.WithWaiterRecords(0))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,6 +134,13 @@ func TestLeastPrivilege(t *testing.T) {
 			got, werr = b.Lock(ctx, "k")
 		}()
 		waitUntil(t, "the waiter to queue", func() bool { return dblock.QueueLen(b, "k") == 1 })
+		waitUntil(t, "the waiter's record", func() bool {
+			ws, err := a.Waiters(ctx, "k")
+			if err != nil {
+				t.Fatalf("Waiters: %v", err)
+			}
+			return len(ws) == 1
+		})
 		if d == dblock.Postgres {
 			waitUntil(t, "LISTEN", func() bool { return dblock.Notifying(b) })
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/dblockhq/dblock/internal/core"
 	"github.com/dblockhq/dblock/internal/dialect"
 	"github.com/dblockhq/dblock/internal/retry"
+	"github.com/dblockhq/dblock/internal/waiters"
 )
 
 // A reap batch that could not get the reap fence is tried again up to
@@ -32,9 +33,11 @@ const (
 // ErrLockTimeout (sooner when ctx ends or the Locker closes). See package
 // reaper to run it on a schedule.
 //
-// Reap then deletes the FIFO tickets (WithFIFO) whose lease has ended; they
-// are not counted, and a failure there is logged, not returned: an expired
-// ticket is passed over by every waiter whether or not it is deleted.
+// Reap then deletes the FIFO tickets (WithFIFO) and the waiter records
+// (WithWaiterRecords) whose lease has ended; they are not counted, and a
+// failure there is logged, not returned: an expired ticket is passed over
+// by every waiter, and a lapsed record is shown by no reader, whether or
+// not it is deleted.
 func (l *Locker) Reap(ctx context.Context) (int, error) {
 	if err := l.usable(); err != nil {
 		return 0, err
@@ -78,5 +81,12 @@ func (l *Locker) reapQueue(ctx context.Context) {
 	}
 	if n > 0 {
 		l.log.Info("dblock: reaped expired FIFO tickets", "count", n)
+	}
+	n, err = waiters.Reap(ctx, l.d, l.db)
+	if err != nil {
+		l.log.Warn("dblock: reaping lapsed waiter records failed", "err", l.e.WrapErr("reap waiter records", "", err))
+	}
+	if n > 0 {
+		l.log.Info("dblock: reaped lapsed waiter records", "count", n)
 	}
 }

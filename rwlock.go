@@ -118,7 +118,7 @@ func (l *Locker) takeShared(ctx context.Context, key string, opts []LockOption, 
 	}
 	ctx, stop := l.e.Closable(ctx)
 	defer stop()
-	ctx, end := l.acquiring(ctx, key, wait, &c.lc)
+	ctx, end := l.acquiring(ctx, key, c.recordKey(write), wait, &c.lc)
 	lk, err := take(ctx)
 	err = core.ClosedErr(ctx, err)
 	end(lk, err)

@@ -89,7 +89,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (*Permit, error) {
 	}
 	ctx, stop := s.l.e.Closable(ctx)
 	defer stop()
-	ctx, end := s.l.acquiring(ctx, semaphorePrefix+s.name, false, nil)
+	ctx, end := s.l.acquiring(ctx, semaphorePrefix+s.name, "", false, nil)
 	p, err := s.try(ctx)
 	err = core.ClosedErr(ctx, err)
 	end(p, err)
@@ -107,7 +107,7 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Permit, error) {
 	}
 	ctx, stop := s.l.e.Closable(ctx)
 	defer stop()
-	ctx, end := s.l.acquiring(ctx, semaphorePrefix+s.name, true, nil)
+	ctx, end := s.l.acquiring(ctx, semaphorePrefix+s.name, semaphorePrefix+s.name+"/"+waitSlot, true, nil)
 	p, err := s.acquire(ctx)
 	err = core.ClosedErr(ctx, err)
 	end(p, err)

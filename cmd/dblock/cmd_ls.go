@@ -64,11 +64,22 @@ func cmdLs(ctx context.Context, a *app, args []string) error {
 	asJSON := fs.Bool("json", false, "print a JSON array (with --watch: one JSON object per change)")
 	watch := fs.Bool("watch", false, "print every change (acquired, taken, changed, released) until interrupted")
 	every := fs.Duration("interval", time.Second, "with --watch: how often to read the table")
-	if err := a.parseFlags(fs, "dblock ls [--json] [--watch [--interval D]] [--dsn DSN] [--table NAME]", args); err != nil {
+	waitersOf := fs.Bool("waiters", false, "list the calls waiting (for KEY, if given), from every process, instead of the holders")
+	blocked := fs.Bool("blocked", false, "print who blocks whom: each waiting call, what holds its key, and where that holder waits")
+	if err := a.parseFlags(fs, "dblock ls [--json] [--watch [--interval D] | --waiters [KEY] | --blocked] [--dsn DSN] [--table NAME]", args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return exitf(exitUsage, "unexpected argument %q", fs.Arg(0))
+	modes := 0
+	for _, on := range []bool{*watch, *waitersOf, *blocked} {
+		if on {
+			modes++
+		}
+	}
+	if modes > 1 {
+		return exitf(exitUsage, "--watch, --waiters and --blocked go one at a time")
+	}
+	if fs.NArg() > 1 || fs.NArg() == 1 && !*waitersOf {
+		return exitf(exitUsage, "unexpected argument %q", fs.Arg(fs.NArg()-1))
 	}
 	if *every <= 0 {
 		return exitf(exitUsage, "--interval must be positive, not %v", *every)
@@ -83,6 +94,12 @@ func cmdLs(ctx context.Context, a *app, args []string) error {
 		defer stop()
 		return watchLocks(wctx, a, l, *every, *asJSON)
 	}
+	switch {
+	case *waitersOf:
+		return lsWaiters(ctx, a, l, fs.Arg(0), *asJSON)
+	case *blocked:
+		return lsBlocked(ctx, a, l, *asJSON)
+	}
 	infos, err := l.List(ctx)
 	if err != nil {
 		return err
@@ -92,9 +109,7 @@ func cmdLs(ctx context.Context, a *app, args []string) error {
 		for _, i := range infos {
 			out = append(out, toJSON(i))
 		}
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return printJSON(a, out)
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tOWNER\tDEPTH\tTOKEN\tHELD FOR\tEXPIRES IN\tDATA")

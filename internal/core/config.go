@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dblockhq/dblock/internal/dialect"
+	"github.com/dblockhq/dblock/internal/waiters"
 )
 
 // Config is what the engine needs of its Locker's options.
@@ -24,6 +25,9 @@ type Config struct {
 	Log         *slog.Logger // already rate-limited (loglimit)
 	// Observer hears of releases, losses and renewals; nil: none.
 	Observer Observer
+	// WaiterAfter is how long a call waits before its waiter record is
+	// written (internal/waiters); negative: no records.
+	WaiterAfter time.Duration
 	// Freed is told when a key is free here again (no Lock holds it, no
 	// release of it is in flight); nil: nobody asks.
 	Freed func(key string)
@@ -37,6 +41,9 @@ type LockConfig struct {
 	Data          string        // "": none (a string keeps LockConfig comparable)
 	MaxHold       time.Duration // 0: none
 	Tries         *int          // counts attempts for an Observer; nil: none
+	// Waiter is the call's waiter record, told of its FIFO ticket; nil:
+	// none.
+	Waiter *waiters.Call
 }
 
 // Value is the lock's Data as the dialect takes it: nil for none.

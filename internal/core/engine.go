@@ -19,6 +19,7 @@ import (
 	"github.com/dblockhq/dblock/internal/notify"
 	"github.com/dblockhq/dblock/internal/owner"
 	"github.com/dblockhq/dblock/internal/wait"
+	"github.com/dblockhq/dblock/internal/waiters"
 )
 
 // Engine is a Locker's machinery: it takes, waits for, hands over and
@@ -40,6 +41,7 @@ type Engine struct {
 	waits  *waitQueues
 	leases *lease.Registry[*Lock] // held locks and their heartbeat (leaseHooks)
 	fifo   *fifo.Queue            // tickets (WithFIFO); its statements serve Reap in any mode
+	wr     *waiters.Registry      // waiter records; nil: none
 
 	mu      sync.Mutex // closed, and the FIFO state of Locks
 	closed  bool
@@ -91,6 +93,10 @@ func New(cfg Config) *Engine {
 	e.ears = bells.NewEars(b, host)
 	e.idle = wait.NewIdle(e.ctx, e.spawn, e.log, (*idleHost)(e), e.ears, cfg.RetryHi)
 	e.fifo = e.newFIFO()
+	if cfg.WaiterAfter >= 0 {
+		e.wr = waiters.New(waiters.Config{D: d, Q: e.q, TTL: cfg.TTL, Beat: cfg.Beat, After: cfg.WaiterAfter,
+			Log: e.log, Ctx: e.ctx, Spawn: e.spawn})
+	}
 	e.leases = newLeases(e)
 	e.leases.Start(e.spawn)
 	return e

@@ -138,6 +138,7 @@ func (e *Engine) queueFor(ctx context.Context, key string, lc LockConfig, grant 
 			continue
 		}
 		e.fifo.Queued()
+		lc.Waiter.SetTicket(t)
 		granted, succ, err = e.waitTurn(ctx, key, lc, t, memo, take)
 		if err == nil {
 			return t, granted, succ, nil

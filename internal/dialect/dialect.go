@@ -153,6 +153,8 @@ type Dialect interface {
 	VersionSQL() (create, insert string)
 	// Queue returns the statements on the table of FIFO tickets.
 	Queue() *QueueSQL
+	// Waiters returns the statements on the table of waiter records.
+	Waiters() *WaiterSQL
 
 	// Kinds names the single-call statements by their text: "upsert",
 	// "take", "handoff" or "release" (for tests and tracing).

@@ -279,3 +279,30 @@ INSERT INTO {t} (key_id, memo, depth, token, lease_ms, update_time)
 SELECT ?, '', 0, {floor} + 1, 0, UTC_TIMESTAMP(6)
 FROM {fence} AS f WHERE f.id = 1 {share}
 ON DUPLICATE KEY UPDATE key_id = key_id
+
+-- Waiter records (WaiterSQL): {w} the waiter table, {wlive} a live record w.
+-- name: waiters.insert
+INSERT INTO {w} (key_id, memo, holds, ticket, since_time, lease_ms, update_time, data)
+VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND, ?, UTC_TIMESTAMP(6), ?)
+
+-- name: waiters.renew
+UPDATE {w} w SET w.update_time = UTC_TIMESTAMP(6) WHERE w.waiter IN ({list}) AND {wlive}
+
+-- name: waiters.ticket
+UPDATE {w} SET ticket = ? WHERE waiter = ?
+
+-- name: waiters.delete
+DELETE FROM {w} WHERE waiter IN ({list})
+
+-- name: waiters.list
+SELECT w.waiter, w.key_id, w.memo, w.holds, w.ticket,
+  CASE WHEN w.ticket > 0 THEN (SELECT COUNT(*) FROM {q} q WHERE q.key_id = w.key_id AND q.ticket <= w.ticket
+    AND q.update_time + INTERVAL q.lease_ms * 1000 MICROSECOND > UTC_TIMESTAMP(6)) ELSE 0 END,
+  TIMESTAMPDIFF(MICROSECOND, w.since_time, UTC_TIMESTAMP(6)),
+  TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), w.update_time + INTERVAL w.lease_ms * 1000 MICROSECOND),
+  TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)), w.data
+FROM {w} w WHERE (? = '' OR w.key_id = ?) AND {wlive}
+ORDER BY w.key_id, w.since_time, w.waiter
+
+-- name: waiters.reap
+DELETE FROM {w} WHERE NOT (update_time + INTERVAL lease_ms * 1000 MICROSECOND > UTC_TIMESTAMP(6)) LIMIT {limit}

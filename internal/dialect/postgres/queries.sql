@@ -261,3 +261,29 @@ SELECT l.key_id FROM {t} AS l WHERE l.key_id = ANY($1::text[])
 INSERT INTO {t} (key_id, memo, depth, token, lease_ms, update_time)
 SELECT k, '', 0, nextval('{seq}'), 0, statement_timestamp() FROM unnest($1::text[]) AS k
 ON CONFLICT (key_id) DO NOTHING
+
+-- Waiter records (WaiterSQL): {w} the waiter table, {wlive} a live record w.
+-- name: waiters.insert
+INSERT INTO {w} (key_id, memo, holds, ticket, since_time, lease_ms, data)
+VALUES ($1, $2, $3, $4, statement_timestamp() - $5::bigint * interval '1 microsecond', $6, $7) RETURNING waiter
+
+-- name: waiters.renew
+UPDATE {w} w SET update_time = statement_timestamp() WHERE w.waiter IN ({list}) AND {wlive}
+
+-- name: waiters.ticket
+UPDATE {w} SET ticket = $1 WHERE waiter = $2
+
+-- name: waiters.delete
+DELETE FROM {w} WHERE waiter IN ({list})
+
+-- name: waiters.list
+SELECT w.waiter, w.key_id, w.memo, w.holds, w.ticket,
+  CASE WHEN w.ticket > 0 THEN (SELECT COUNT(*) FROM {q} q WHERE q.key_id = w.key_id AND q.ticket <= w.ticket AND {live}) ELSE 0 END,
+  (EXTRACT(EPOCH FROM (statement_timestamp() - w.since_time)) * 1000000)::bigint,
+  (EXTRACT(EPOCH FROM (w.update_time + w.lease_ms * interval '1 millisecond' - statement_timestamp())) * 1000000)::bigint,
+  (EXTRACT(EPOCH FROM statement_timestamp()) * 1000000)::bigint, w.data
+FROM {w} w WHERE ($1::text = '' OR w.key_id = $1::text) AND {wlive}
+ORDER BY w.key_id COLLATE "C", w.since_time, w.waiter
+
+-- name: waiters.reap
+DELETE FROM {w} WHERE waiter IN (SELECT w.waiter FROM {w} w WHERE NOT ({wlive}) LIMIT {limit})

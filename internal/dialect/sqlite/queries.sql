@@ -103,3 +103,28 @@ SELECT key_id FROM {t} WHERE key_id IN (SELECT value FROM json_each(?1))
 INSERT INTO {t} (key_id, memo, depth, token, lease_ms, update_time)
 SELECT j.value, '', 0, f.floor_token + 1, 0, {now} FROM {fence} AS f, json_each(?1) AS j WHERE f.id = 1
 ON CONFLICT (key_id) DO NOTHING
+
+-- Waiter records (WaiterSQL): {w} the waiter table, {wlive} a live record w.
+-- name: waiters.insert
+INSERT INTO {w} (key_id, memo, holds, ticket, since_time, lease_ms, update_time, data)
+VALUES (?1, ?2, ?3, ?4, {now} - ?5, ?6, {now}, ?7)
+
+-- name: waiters.renew
+UPDATE {w} AS w SET update_time = {now} WHERE w.waiter IN ({list}) AND {wlive}
+
+-- name: waiters.ticket
+UPDATE {w} SET ticket = ?1 WHERE waiter = ?2
+
+-- name: waiters.delete
+DELETE FROM {w} WHERE waiter IN ({list})
+
+-- name: waiters.list
+SELECT w.waiter, w.key_id, w.memo, w.holds, w.ticket,
+  CASE WHEN w.ticket > 0 THEN (SELECT COUNT(*) FROM {q} q WHERE q.key_id = w.key_id AND q.ticket <= w.ticket
+    AND q.update_time + q.lease_ms * 1000 > {now}) ELSE 0 END,
+  {now} - w.since_time, w.update_time + w.lease_ms * 1000 - {now}, {now}, w.data
+FROM {w} w WHERE (?1 = '' OR w.key_id = ?1) AND {wlive}
+ORDER BY w.key_id, w.since_time, w.waiter
+
+-- name: waiters.reap
+DELETE FROM {w} WHERE waiter IN (SELECT w.waiter FROM {w} w WHERE NOT ({wlive}) LIMIT {limit})

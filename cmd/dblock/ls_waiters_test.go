@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dbtest"
+)
+
+// TestLsWaitersBlocked: ls --waiters and ls --blocked show a call that
+// waits (in this process, through a Locker of its own) and its holder, in
+// text and JSON.
+func TestLsWaitersBlocked(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		flags, l := freshTable(t, d)
+		if r := cli(t, join("ls", "--blocked", flags)...); r.code != 0 || strings.TrimSpace(r.stdout) != "nothing waits" {
+			t.Fatalf("ls --blocked with no waiter: status %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+		db := dbtest.Open(t, d)
+		waiter, err := dblock.New(db, dblock.WithTable(flags[3]), dblock.WithWaiterRecords(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer waiter.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		lk, err := l.TryLock(ctx, "job", dblock.Owner("holder"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lk.Unlock(context.Background())
+		errs := make(chan error, 1)
+		go func() {
+			_, err := waiter.Lock(ctx, "job", dblock.Owner("waiter"), dblock.Data([]byte("v1")))
+			errs <- err
+		}()
+
+		var ws []waiterJSON
+		for deadline := time.Now().Add(20 * time.Second); len(ws) != 1; {
+			r := cli(t, join("ls", "--waiters", "--json", flags, "job")...)
+			if err := json.Unmarshal([]byte(r.stdout), &ws); err != nil || r.code != 0 {
+				t.Fatalf("ls --waiters --json: status %d, %v, stdout %q, stderr %q", r.code, err, r.stdout, r.stderr)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("ls --waiters never showed the waiter: %+v", ws)
+			}
+		}
+		if w := ws[0]; w.Key != "job" || w.What != "job" || w.Kind != "lock" || w.Owner != "waiter" || w.Data != "v1" || w.WaitedMS < 0 {
+			t.Errorf("ls --waiters --json = %+v", w)
+		}
+		r := cli(t, join("ls", "--waiters", flags)...)
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if r.code != 0 || len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "WAITS FOR KEY OWNER WAITED POSITION HOLDS DATA" ||
+			!strings.HasPrefix(strings.Join(strings.Fields(lines[1]), " "), "job job waiter ") {
+			t.Errorf("ls --waiters: status %d, stdout %q", r.code, r.stdout)
+		}
+		r = cli(t, join("ls", "--blocked", flags)...)
+		if r.code != 0 || !strings.Contains(r.stdout, "waiter waits for job (") || !strings.Contains(r.stdout, "held by holder as job (token ") {
+			t.Errorf("ls --blocked: status %d, stdout %q", r.code, r.stdout)
+		}
+		r = cli(t, join("ls", "--blocked", "--json", flags)...)
+		var chains []chainJSON
+		if err := json.Unmarshal([]byte(r.stdout), &chains); err != nil || r.code != 0 {
+			t.Fatalf("ls --blocked --json: status %d, %v, stdout %q", r.code, err, r.stdout)
+		}
+		if len(chains) != 1 || chains[0].Cycle || len(chains[0].Steps) != 1 || len(chains[0].Steps[0].Holders) != 1 ||
+			chains[0].Steps[0].Holders[0].Owner != "holder" || chains[0].Steps[0].Waiter.Owner != "waiter" {
+			t.Errorf("ls --blocked --json = %+v", chains)
+		}
+		cancel()
+		if err := <-errs; !errors.Is(err, context.Canceled) {
+			t.Fatalf("waiter: %v", err)
+		}
+		for _, args := range [][]string{{"--waiters", "--blocked"}, {"--watch", "--waiters"}, {"--blocked", "k"}, {"k"}} {
+			if r := cli(t, join("ls", args, flags)...); r.code != exitUsage {
+				t.Errorf("ls %v: status %d, want %d (usage)", args, r.code, exitUsage)
+			}
+		}
+	})
+}

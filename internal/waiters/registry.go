@@ -1,0 +1,395 @@
+package waiters
+
+import (
+	"context"
+	"database/sql"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dblockhq/dblock/internal/dialect"
+)
+
+// Config is what a Registry needs of its Locker.
+type Config struct {
+	D dialect.Dialect // its Waiters statements and Classify
+	Q dialect.Querier
+	// TTL is a record's lease; Beat the period of its renewals.
+	TTL, Beat time.Duration
+	// After is how long a call waits before its record is written.
+	After time.Duration
+	Log   *slog.Logger
+	// Ctx ends when the Locker closes: the goroutine deletes the records
+	// it wrote and stops.
+	Ctx context.Context
+	// Spawn runs f as one of the Locker's goroutines, which its Close
+	// waits for; false, without running f, once it is closed.
+	Spawn func(f func()) bool
+}
+
+// Call is one waiting call, as its record shows it.
+type Call struct {
+	key, memo, holds string
+	data             []byte
+	start            time.Time
+	ticket           atomic.Int64
+
+	id    int64 // the record's number, under Registry.mu; 0: not written
+	done  bool  // under Registry.mu
+	shown int64 // the ticket the record shows; only the goroutine uses it
+	reg   *Registry
+}
+
+// SetTicket records the FIFO ticket the call waits with (0: none), for the
+// record's position in the queue.
+func (c *Call) SetTicket(t int64) {
+	if c == nil || c.ticket.Swap(t) == t || c.reg == nil {
+		return
+	}
+	c.reg.mu.Lock()
+	defer c.reg.mu.Unlock()
+	if c.id != 0 {
+		c.reg.nudge() // the record shows another ticket
+	}
+}
+
+// Registry is what a Locker keeps of its waiting calls' records. Make one
+// with New.
+type Registry struct {
+	c   Config
+	sql *dialect.WaiterSQL
+
+	mu      sync.Mutex
+	pending map[*Call]struct{} // calls whose record is not written yet
+	written map[int64]*Call    // records written, by number
+	gone    []int64            // records of calls that ended, to delete
+	started bool               // the goroutine runs (or was refused)
+	wake    chan struct{}      // nudges the goroutine; capacity 1
+
+	off    atomic.Bool  // the table is missing: records are not written
+	writes atomic.Int64 // records written (for tests)
+}
+
+// New returns the Registry of the Locker c describes. It sends nothing
+// and starts nothing until a call waits.
+func New(c Config) *Registry {
+	return &Registry{c: c, sql: c.D.Waiters(), pending: make(map[*Call]struct{}),
+		written: make(map[int64]*Call), wake: make(chan struct{}, 1)}
+}
+
+// Add counts a call that waits for key under memo, holding holds (keys
+// that the call took before and keeps while it waits: LockAll's), to take
+// it with data (nil: none), and returns it for Done. Its record is written
+// once it has waited After.
+func (r *Registry) Add(key, memo string, holds []string, data []byte) *Call {
+	c := &Call{key: key, memo: memo, holds: joinHolds(holds), data: data, start: time.Now()}
+	if r.off.Load() {
+		return c
+	}
+	c.reg = r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.started {
+		r.started = true
+		if !r.c.Spawn(r.run) {
+			r.off.Store(true)
+			return c
+		}
+	}
+	r.pending[c] = struct{}{}
+	r.nudge()
+	return c
+}
+
+// maxHolds bounds the text of a record's held keys, as the table does.
+const maxHolds = 8192
+
+// joinHolds joins keys one per line, as many as fit in maxHolds.
+func joinHolds(keys []string) string {
+	var b strings.Builder
+	for _, k := range keys {
+		if b.Len()+len(k)+1 > maxHolds {
+			break
+		}
+		if b.Len() > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(k)
+	}
+	return b.String()
+}
+
+// Done ends c: its record, if written, is deleted soon after.
+func (r *Registry) Done(c *Call) {
+	if c == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c.done = true
+	delete(r.pending, c)
+	if c.id != 0 {
+		delete(r.written, c.id)
+		r.gone = append(r.gone, c.id)
+		r.nudge()
+	}
+}
+
+// nudge wakes the goroutine; under mu.
+func (r *Registry) nudge() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Written reports how many records the Registry has written, for tests.
+func (r *Registry) Written() int64 { return r.writes.Load() }
+
+// Live reports how many of its records are written and not deleted, for
+// tests.
+func (r *Registry) Live() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.written) + len(r.gone)
+}
+
+// run writes, renews and deletes the records until the Locker closes,
+// then deletes those left.
+func (r *Registry) run() {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	lastRenew := time.Now()
+	for {
+		r.deleteGone(r.c.Ctx)
+		next := r.writeDue()
+		r.showTickets()
+		if time.Since(lastRenew) >= r.c.Beat {
+			r.renew()
+			lastRenew = time.Now()
+		}
+		r.mu.Lock()
+		if len(r.written) > 0 {
+			next = min(next, time.Until(lastRenew.Add(r.c.Beat)))
+		}
+		r.mu.Unlock()
+		t.Reset(max(next, time.Millisecond))
+		select {
+		case <-r.wake:
+		case <-t.C:
+		case <-r.c.Ctx.Done():
+			r.closeAll()
+			return
+		}
+	}
+}
+
+// idle is the wait of a goroutine with nothing to do but wait for a nudge.
+const idle = time.Hour
+
+// writeDue writes the records of the calls that have waited After, one
+// statement each, and returns how long until the next is due.
+func (r *Registry) writeDue() time.Duration {
+	r.mu.Lock()
+	var due []*Call
+	next := time.Duration(idle)
+	for c := range r.pending {
+		if left := r.c.After - time.Since(c.start); left > 0 {
+			next = min(next, left)
+			continue
+		}
+		due = append(due, c)
+		delete(r.pending, c)
+	}
+	r.mu.Unlock()
+	for _, c := range due {
+		if r.off.Load() {
+			return idle
+		}
+		ticket := c.ticket.Load()
+		id, err := r.insert(c, ticket)
+		r.mu.Lock()
+		switch {
+		case err != nil:
+			if !c.done && !r.off.Load() {
+				r.pending[c] = struct{}{} // tried again at the next beat
+				next = min(next, r.c.Beat)
+			}
+		case c.done:
+			r.gone = append(r.gone, id)
+		default:
+			c.id, c.shown = id, ticket
+			r.written[id] = c
+		}
+		r.mu.Unlock()
+	}
+	return next
+}
+
+// insert writes c's record, showing ticket, and returns its number.
+func (r *Registry) insert(c *Call, ticket int64) (int64, error) {
+	ctx, cancel := context.WithTimeout(r.c.Ctx, r.c.TTL)
+	defer cancel()
+	waited := time.Since(c.start).Microseconds()
+	args := []any{c.key, c.memo, c.holds, ticket, waited, r.c.TTL.Milliseconds(), c.data}
+	var id int64
+	var err error
+	if r.sql.Returning {
+		err = dialect.QueryRow(ctx, r.c.Q, r.sql.Insert, args...).Scan(&id)
+	} else {
+		var res sql.Result
+		if res, err = r.c.Q.ExecContext(ctx, r.sql.Insert, args...); err == nil {
+			id, err = res.LastInsertId()
+		}
+	}
+	if err != nil {
+		r.failed("writing a waiter record", err)
+		return 0, err
+	}
+	r.writes.Add(1)
+	return id, nil
+}
+
+// failed logs a failed statement; a missing table turns records off.
+func (r *Registry) failed(what string, err error) {
+	if r.c.Ctx.Err() != nil {
+		return
+	}
+	if r.c.D.Classify(err) == dialect.NoTable {
+		if !r.off.Swap(true) {
+			r.c.Log.Warn("dblock: the waiter table is missing, so waits are not shown to other processes: run Migrate (schema version 5)", "err", err)
+		}
+		return
+	}
+	r.c.Log.Warn("dblock: "+what, "err", err)
+}
+
+// showTickets updates the records whose call changed its FIFO ticket
+// since.
+func (r *Registry) showTickets() {
+	r.mu.Lock()
+	var changed []*Call
+	for _, c := range r.written {
+		if c.ticket.Load() != c.shown {
+			changed = append(changed, c)
+		}
+	}
+	r.mu.Unlock()
+	for _, c := range changed {
+		t := c.ticket.Load()
+		ctx, cancel := context.WithTimeout(r.c.Ctx, r.c.TTL)
+		_, err := r.c.Q.ExecContext(ctx, r.sql.Ticket, t, c.id)
+		cancel()
+		if err != nil {
+			r.failed("updating a waiter record", err)
+			return
+		}
+		c.shown = t
+	}
+}
+
+// renew extends the leases of the records written.
+func (r *Registry) renew() {
+	r.mu.Lock()
+	ids := make([]int64, 0, len(r.written))
+	for id := range r.written {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	slices.Sort(ids)
+	ctx, cancel := context.WithTimeout(r.c.Ctx, r.c.TTL)
+	defer cancel()
+	if err := r.each(ctx, r.sql.Renew, ids); err != nil {
+		r.failed("renewing waiter records", err)
+	}
+}
+
+// deleteGone deletes the records of calls that ended.
+func (r *Registry) deleteGone(ctx context.Context) {
+	r.mu.Lock()
+	ids := r.gone
+	r.gone = nil
+	r.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, r.c.TTL)
+	defer cancel()
+	if err := r.each(ctx, r.sql.Delete, ids); err != nil {
+		// Left to lapse: readers see live records only.
+		r.failed("deleting waiter records", err)
+	}
+}
+
+// each runs s for ids, MaxBatch at a time.
+func (r *Registry) each(ctx context.Context, s *dialect.Sized, ids []int64) error {
+	for len(ids) > 0 {
+		n := min(len(ids), dialect.MaxBatch)
+		args := make([]any, n)
+		for i, id := range ids[:n] {
+			args[i] = id
+		}
+		if _, err := r.c.Q.ExecContext(ctx, s.Text(n), args...); err != nil {
+			return err
+		}
+		ids = ids[n:]
+	}
+	return nil
+}
+
+// closeBound bounds the deletes of the records left at Close: any not
+// deleted lapse within their lease.
+const closeBound = 2 * time.Second
+
+// closeAll deletes every record left when the Locker closes, within a
+// bound of its own (the Locker's context has ended).
+func (r *Registry) closeAll() {
+	r.mu.Lock()
+	for id := range r.written {
+		r.gone = append(r.gone, id)
+	}
+	clear(r.written)
+	clear(r.pending)
+	r.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), closeBound)
+	defer cancel()
+	r.deleteGone(ctx)
+}
+
+// List reads the live records of key (every key for "") from any process.
+func List(ctx context.Context, d dialect.Dialect, q dialect.Querier, key string) ([]dialect.Waiter, error) {
+	s := d.Waiters()
+	args := make([]any, s.ListKeyArgs)
+	for i := range args {
+		args[i] = key
+	}
+	rows, err := q.QueryContext(ctx, s.List, args...)
+	if err != nil {
+		return nil, err
+	}
+	return dialect.ScanWaiters(rows)
+}
+
+// Reap deletes the records that lapsed (their process died), ReapBatch
+// at a time, and returns how many; a missing table has none.
+func Reap(ctx context.Context, d dialect.Dialect, db *sql.DB) (int, error) {
+	s := d.Waiters()
+	total := 0
+	for {
+		res, err := db.ExecContext(ctx, s.Reap)
+		if err != nil {
+			if d.Classify(err) == dialect.NoTable {
+				return total, nil
+			}
+			return total, err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, err
+		}
+		total += int(n)
+		if n < dialect.ReapBatch {
+			return total, nil
+		}
+	}
+}

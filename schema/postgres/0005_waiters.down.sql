@@ -1,0 +1,1 @@
+DROP TABLE IF EXISTS lock_table_waiters;
