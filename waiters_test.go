@@ -217,6 +217,10 @@ func TestWaitersKinds(t *testing.T) {
 		if v := got["leader of jobs"].Data(); string(v) != "node-b" {
 			t.Errorf("candidate's value %q, want node-b", v)
 		}
+		cs, err := el.Candidates(ctx)
+		if err != nil || len(cs) != 2 || !cs[0].Leader || string(cs[0].Value) != "node-a" || cs[1].Leader || string(cs[1].Value) != "node-b" {
+			t.Errorf("Candidates = %+v, %v; want node-a leading, node-b campaigning", cs, err)
+		}
 		chains, err := holder.Blocked(ctx)
 		if err != nil {
 			t.Fatal(err)
