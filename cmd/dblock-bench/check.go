@@ -111,7 +111,7 @@ func isBaselineCase(cfg config, name string) bool {
 func checkDetails(cfg config, r *Row) []error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if c := r.Contended; r.Case == "contended" || r.Case == "contended-one" || r.Case == "contended-fifo" || r.Case == "commit-held" {
+	if c := r.Contended; r.Case == "contended" || r.Case == "contended-one" || r.Case == "contended-fifo" || r.Case == "contended-records" || r.Case == "commit-held" {
 		if c == nil || c.Handoffs <= 0 || c.MaxShare <= 0 || c.MaxShare > 1 || c.LongestWaitMicros <= 0 || r.P50Micros <= 0 {
 			fail("%s contended: details %+v, p50 %v", r.DB, c, r.P50Micros)
 		} else if c.Overlaps != 0 || c.Deadlocks != 0 {

@@ -39,6 +39,12 @@ func contendedFIFO(ctx context.Context, t *target, cfg config, g int) (Row, erro
 	return contendedWith(ctx, t, cfg, g, contendedLockers, dblock.WithFIFO())
 }
 
+// contendedRecords is contended with a waiter record for every wait
+// (WithWaiterRecords(0)).
+func contendedRecords(ctx context.Context, t *target, cfg config, g int) (Row, error) {
+	return contendedWith(ctx, t, cfg, g, contendedLockers, dblock.WithWaiterRecords(0))
+}
+
 // contendedWith runs the contended case through n Lockers made with opts.
 func contendedWith(ctx context.Context, t *target, cfg config, g, n int, opts ...dblock.Option) (Row, error) {
 	lockers := make([]*dblock.Locker, n)

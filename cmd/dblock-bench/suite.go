@@ -68,6 +68,10 @@ func cases() []benchCase {
 		// measured beside it (its ratio to the commit rate is this one's
 		// ratio times contended's).
 		{name: "contended-fifo", baseline: "contended", gs: []int{8}, run: contendedFIFO},
+		// Waiter records written as soon as a call waits (by default only
+		// after a second, which contended's waits never reach): what
+		// showing every wait to other processes costs.
+		{name: "contended-records", baseline: "contended", gs: []int{8}, run: contendedRecords},
 		{name: "advisory-raw", gs: []int{1, 8}, run: sessionRaw},
 	}
 	cs = append(cs, extraCases...)

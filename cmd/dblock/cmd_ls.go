@@ -17,13 +17,14 @@ import (
 )
 
 // lockJSON is one lock in ls --json, and one line of ls --watch --json
-// (with Event). Durations are milliseconds and times RFC 3339, by the
+// (with Event). What says what the key stands for (dblock.Describe). Durations are milliseconds and times RFC 3339, by the
 // database's clock; held_for_ms and acquired_at are absent when unknown.
 // Data is the holder's Data as text, or as hex (data_hex) when it is not
 // UTF-8.
 type lockJSON struct {
 	Event       string `json:"event,omitempty"`
 	Key         string `json:"key"`
+	What        string `json:"what"`
 	Owner       string `json:"owner"`
 	Depth       int    `json:"depth"`
 	Token       int64  `json:"token"`
@@ -38,7 +39,7 @@ type lockJSON struct {
 const rfc3339ms = "2006-01-02T15:04:05.000Z07:00"
 
 func toJSON(i dblock.LockInfo) lockJSON {
-	j := lockJSON{Key: i.Key, Owner: i.Owner, Depth: i.Depth, Token: i.Token, ExpiresInMS: i.ExpiresIn.Milliseconds()}
+	j := lockJSON{Key: i.Key, What: dblock.Describe(i.Key).String(), Owner: i.Owner, Depth: i.Depth, Token: i.Token, ExpiresInMS: i.ExpiresIn.Milliseconds()}
 	if i.HeldFor >= 0 {
 		ms := i.HeldFor.Milliseconds()
 		j.HeldForMS = &ms

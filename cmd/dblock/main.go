@@ -37,6 +37,7 @@ Usage:
   dblock migrate [flags]                      create or upgrade the lock table
   dblock run --key K [flags] -- CMD [ARGS...] run CMD while holding K
   dblock ls [--json] [flags]                  list held locks
+  dblock ls --waiters [KEY] | --blocked       list waiting calls | who blocks whom
   dblock leader NAME [--watch] [--json]       print an election's leader (--watch: every change)
   dblock elect NAME [--value V] -- CMD [ARGS] run CMD while this process leads NAME
   dblock reap [--schedule SPEC] [flags]       delete expired and released rows
