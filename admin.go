@@ -104,7 +104,7 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (LockInfo, error) 
 	if err := ValidateKey(key); err != nil {
 		return LockInfo{}, err
 	}
-	info, ok, err := l.d.ForceRelease(ctx, l.db, key)
+	info, ok, err := l.forceRelease(ctx, key)
 	if err != nil {
 		return LockInfo{}, l.e.WrapErr("force unlock", key, err)
 	}
@@ -121,6 +121,41 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (LockInfo, error) 
 	l.log.Warn("dblock: lock broken by hand", "key", key, "owner", info.Owner,
 		"token", info.Token, "depth", info.Depth, "by", operator())
 	return lockInfo(info), nil
+}
+
+// forceRelease releases key's live row whoever holds it, and labels the
+// release in the history (WithHistory) as force-unlocked by operator(), in
+// one transaction; without a history table, the release alone.
+func (l *Locker) forceRelease(ctx context.Context, key string) (dialect.Info, bool, error) {
+	h := l.d.History()
+	if h.Label == "" {
+		return l.d.ForceRelease(ctx, l.db, key)
+	}
+	by := "by " + operator()
+	tx, err := l.db.BeginTx(ctx, nil)
+	if err != nil {
+		return dialect.Info{}, false, err
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit, a no-op
+	if h.LabelFirst {
+		if _, err := tx.ExecContext(ctx, h.Label, by); err != nil {
+			return dialect.Info{}, false, err
+		}
+	}
+	info, ok, err := l.d.ForceRelease(ctx, tx, key)
+	if err != nil || !ok {
+		return info, ok, err
+	}
+	if !h.LabelFirst {
+		if _, err := tx.ExecContext(ctx, h.Label, by, key, info.Token); err != nil {
+			if l.d.Classify(err) != dialect.NoTable {
+				return info, false, err
+			}
+			_ = tx.Rollback() // no history table (version < 6): the release alone
+			return l.d.ForceRelease(ctx, l.db, key)
+		}
+	}
+	return info, true, tx.Commit()
 }
 
 // operator names who runs this process, for audit logs: "user@host pid N".

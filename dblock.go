@@ -45,6 +45,9 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.history {
+		return nil, fmt.Errorf("%w: WithHistory is Migrate's: the history is the table's, written by its triggers", ErrInvalidOption)
+	}
 	d, name, err := resolveDialect(db, c)
 	if err != nil {
 		return nil, err

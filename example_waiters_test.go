@@ -132,3 +132,38 @@ func ExampleDescribe() {
 	// permit 2 of uploads
 	// writer of report
 }
+
+// History (WithHistory, given to Migrate) records what happened to each
+// key, written by the table's triggers.
+func ExampleLocker_History() {
+	db := exampleDB()
+	defer db.Close()
+	ctx := context.Background()
+	if err := dblock.Migrate(ctx, db, dblock.WithTable("example_history"), dblock.WithHistory()); err != nil {
+		log.Fatal(err)
+	}
+	locker, err := dblock.New(db, dblock.WithTable("example_history"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+	start := time.Now().Add(-time.Second) // the database's clock may lag this one a little
+
+	lock, err := locker.Lock(ctx, "example:history", dblock.Owner("nightly-job"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := lock.Unlock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	events, err := locker.History(ctx, "example:history", start, 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, e := range events[len(events)-2:] {
+		fmt.Println(e.Event, e.Owner, e.Token == lock.Token())
+	}
+	// Output:
+	// acquired nightly-job true
+	// released nightly-job true
+}

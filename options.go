@@ -56,6 +56,10 @@ type config struct {
 	// waiterAfter is how long a call waits before its waiter record is
 	// written; negative: none (WithWaiterRecords).
 	waiterAfter time.Duration
+	// history makes Migrate install the history's triggers (WithHistory).
+	history bool
+	// historyKeep is how long Reap keeps history rows (WithHistoryRetention).
+	historyKeep time.Duration
 }
 
 func defaultConfig() config {
@@ -67,6 +71,7 @@ func defaultConfig() config {
 		retryMax:    250 * time.Millisecond,
 		warnEvery:   loglimit.Every,
 		waiterAfter: DefaultWaiterRecordAfter,
+		historyKeep: DefaultHistoryRetention,
 	}
 }
 

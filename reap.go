@@ -37,7 +37,8 @@ const (
 // (WithWaiterRecords) whose lease has ended; they are not counted, and a
 // failure there is logged, not returned: an expired ticket is passed over
 // by every waiter, and a lapsed record is shown by no reader, whether or
-// not it is deleted.
+// not it is deleted. Last it deletes the history rows (WithHistory) older
+// than WithHistoryRetention.
 func (l *Locker) Reap(ctx context.Context) (int, error) {
 	if err := l.usable(); err != nil {
 		return 0, err
@@ -89,4 +90,5 @@ func (l *Locker) reapQueue(ctx context.Context) {
 	if n > 0 {
 		l.log.Info("dblock: reaped lapsed waiter records", "count", n)
 	}
+	l.reapHistory(ctx)
 }

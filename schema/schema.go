@@ -9,6 +9,13 @@
 //	sqlite/NNNN_name.up.sql,   sqlite/NNNN_name.down.sql     golang-migrate format
 //	goose/postgres/NNNN_name.sql, goose/mysql/NNNN_name.sql,
 //	goose/sqlite/NNNN_name.sql                               goose format (Up and Down annotated)
+//	history/<dialect>.sql, history/<dialect>_off.sql         the history's triggers, on and off
+//
+// Version 6 creates lock_table_history; the triggers that fill it are not
+// a version of their own but a switch: Migrate installs them when given
+// WithHistory, and users of other tools apply history/<dialect>.sql (and
+// history/<dialect>_off.sql to stop) after the versioned files. There
+// are files for PostgreSQL and SQLite only: see dblock.WithHistory.
 //
 // The files name the default table, lock_table (and, derived from it,
 // lock_table_token_seq on PostgreSQL, lock_table_fence plus the trigger
@@ -30,7 +37,7 @@ import "embed"
 // FS holds every migration file, for golang-migrate's iofs source, goose's
 // embedded file systems, or dblock.Migrate.
 //
-//go:embed postgres/*.sql mysql/*.sql sqlite/*.sql goose/postgres/*.sql goose/mysql/*.sql goose/sqlite/*.sql
+//go:embed postgres/*.sql mysql/*.sql sqlite/*.sql goose/postgres/*.sql goose/mysql/*.sql goose/sqlite/*.sql history/*.sql
 var FS embed.FS
 
 // DefaultTable is the table name the shipped files use.

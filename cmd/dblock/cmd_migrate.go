@@ -10,7 +10,8 @@ import (
 func cmdMigrate(ctx context.Context, a *app, args []string) error {
 	fs := newFlagSet("migrate")
 	c := addCommon(fs)
-	if err := a.parseFlags(fs, "dblock migrate [--dsn DSN] [--table NAME]", args); err != nil {
+	history := fs.Bool("history", false, "also turn the table's history on (PostgreSQL and SQLite): dblock history reads it")
+	if err := a.parseFlags(fs, "dblock migrate [--history] [--dsn DSN] [--table NAME]", args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -21,9 +22,16 @@ func cmdMigrate(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	defer db.Close()
-	if err := dblock.Migrate(ctx, db, c.modeOpts(dblock.WithTable(c.table), dblock.WithDialect(t.dialect), dblock.WithLogger(c.logger(a)))...); err != nil {
+	opts := c.modeOpts(dblock.WithTable(c.table), dblock.WithDialect(t.dialect), dblock.WithLogger(c.logger(a)))
+	if *history {
+		opts = append(opts, dblock.WithHistory())
+	}
+	if err := dblock.Migrate(ctx, db, opts...); err != nil {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "table %s is at schema version %d\n", c.table, dblock.SchemaVersion())
+	if *history {
+		fmt.Fprintf(a.stdout, "its history is on: dblock history [KEY] reads it\n")
+	}
 	return nil
 }

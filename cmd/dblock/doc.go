@@ -5,6 +5,7 @@
 //	dblock run --key K [flags] -- CMD [ARGS...]  run CMD while holding K (--permits N: one of N permits)
 //	dblock ls [--json]                           list held locks
 //	dblock ls --waiters [KEY] | --blocked        list waiting calls | who blocks whom
+//	dblock history [KEY] [--since D] [--json]    what happened to the locks (migrate --history)
 //	dblock leader NAME [--watch] [--json]        print an election's leader
 //	dblock elect NAME [--value V] -- CMD [ARGS]  run CMD while this process leads NAME
 //	dblock reap [--schedule SPEC]                delete expired and released rows

@@ -38,6 +38,7 @@ Usage:
   dblock run --key K [flags] -- CMD [ARGS...] run CMD while holding K
   dblock ls [--json] [flags]                  list held locks
   dblock ls --waiters [KEY] | --blocked       list waiting calls | who blocks whom
+  dblock history [KEY] [--since D] [--json]   what happened to the locks (migrate --history)
   dblock leader NAME [--watch] [--json]       print an election's leader (--watch: every change)
   dblock elect NAME [--value V] -- CMD [ARGS] run CMD while this process leads NAME
   dblock reap [--schedule SPEC] [flags]       delete expired and released rows
@@ -83,6 +84,7 @@ var commands = map[string]command{
 	"migrate": cmdMigrate,
 	"run":     cmdRun,
 	"ls":      cmdLs,
+	"history": cmdHistory,
 	"leader":  cmdLeader,
 	"elect":   cmdElect,
 	"reap":    cmdReap,

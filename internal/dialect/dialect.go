@@ -155,6 +155,8 @@ type Dialect interface {
 	Queue() *QueueSQL
 	// Waiters returns the statements on the table of waiter records.
 	Waiters() *WaiterSQL
+	// History returns the statements on the history table.
+	History() *HistorySQL
 
 	// Kinds names the single-call statements by their text: "upsert",
 	// "take", "handoff" or "release" (for tests and tracing).

@@ -306,3 +306,12 @@ ORDER BY w.key_id, w.since_time, w.waiter
 
 -- name: waiters.reap
 DELETE FROM {w} WHERE NOT (update_time + INTERVAL lease_ms * 1000 MICROSECOND > UTC_TIMESTAMP(6)) LIMIT {limit}
+
+-- History (HistorySQL): {h} the history table.
+-- name: history.list
+SELECT h.id, TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', h.event_time), h.key_id, h.event, h.memo, h.token, h.depth, h.held_ms, h.detail
+FROM {h} h WHERE (? = '' OR h.key_id = ?) AND h.event_time >= TIMESTAMP('1970-01-01 00:00:00') + INTERVAL ? MICROSECOND
+ORDER BY h.id LIMIT ?
+
+-- name: history.reap
+DELETE FROM {h} WHERE event_time < UTC_TIMESTAMP(6) - INTERVAL ? * 1000 MICROSECOND LIMIT {limit}

@@ -287,3 +287,16 @@ ORDER BY w.key_id COLLATE "C", w.since_time, w.waiter
 
 -- name: waiters.reap
 DELETE FROM {w} WHERE waiter IN (SELECT w.waiter FROM {w} w WHERE NOT ({wlive}) LIMIT {limit})
+
+-- History (HistorySQL): {h} the history table.
+-- name: history.list
+SELECT h.id, (EXTRACT(EPOCH FROM h.event_time) * 1000000)::bigint, h.key_id, h.event, h.memo, h.token, h.depth, h.held_ms, h.detail
+FROM {h} h WHERE ($1::text = '' OR h.key_id = $1::text) AND h.event_time >= to_timestamp($2::bigint / 1000000.0)
+ORDER BY h.id LIMIT $3
+
+-- name: history.reap
+DELETE FROM {h} WHERE id IN (SELECT h.id FROM {h} h WHERE h.event_time < statement_timestamp() - $1::bigint * interval '1 millisecond' LIMIT {limit})
+
+-- name: history.label
+-- Read by the history's trigger (schema/history/postgres.sql).
+SELECT set_config('dblock.force', $1, true)

@@ -128,3 +128,15 @@ ORDER BY w.key_id, w.since_time, w.waiter
 
 -- name: waiters.reap
 DELETE FROM {w} WHERE waiter IN (SELECT w.waiter FROM {w} w WHERE NOT ({wlive}) LIMIT {limit})
+
+-- History (HistorySQL): {h} the history table.
+-- name: history.list
+SELECT h.id, h.event_time, h.key_id, h.event, h.memo, h.token, h.depth, h.held_ms, h.detail
+FROM {h} h WHERE (?1 = '' OR h.key_id = ?1) AND h.event_time >= ?2
+ORDER BY h.id LIMIT ?3
+
+-- name: history.reap
+DELETE FROM {h} WHERE id IN (SELECT h.id FROM {h} h WHERE h.event_time < {now} - ?1 * 1000 LIMIT {limit})
+
+-- name: history.label
+UPDATE {h} SET event = 'force-unlocked', detail = ?1 WHERE key_id = ?2 AND token = ?3 AND event = 'released' AND depth = 0

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/dblockhq/dblock"
+)
+
+// historyJSON is one event of history --json. Times are RFC 3339 by the
+// database's clock; held_ms is absent for events that end no lease.
+type historyJSON struct {
+	ID     int64  `json:"id"`
+	Time   string `json:"time"`
+	Key    string `json:"key"`
+	What   string `json:"what"`
+	Event  string `json:"event"`
+	Owner  string `json:"owner"`
+	Token  int64  `json:"token"`
+	Depth  int    `json:"depth"`
+	HeldMS *int64 `json:"held_ms,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+func cmdHistory(ctx context.Context, a *app, args []string) error {
+	fs := newFlagSet("history")
+	c := addCommon(fs)
+	asJSON := fs.Bool("json", false, "print a JSON array")
+	since := fs.Duration("since", 0, "only the events of this last stretch of time (default: all kept)")
+	limit := fs.Int("limit", 1000, "at most this many events, the oldest first (0: all)")
+	if err := a.parseFlags(fs, "dblock history [KEY] [--since D] [--limit N] [--json] [--dsn DSN] [--table NAME]", args); err != nil {
+		return err
+	}
+	if fs.NArg() > 1 {
+		return exitf(exitUsage, "unexpected argument %q", fs.Arg(1))
+	}
+	if *since < 0 || *limit < 0 {
+		return exitf(exitUsage, "--since and --limit cannot be negative")
+	}
+	l, _, closeAll, err := c.open(ctx, a)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	var from time.Time
+	if *since > 0 {
+		from = time.Now().Add(-*since)
+	}
+	hs, err := l.History(ctx, fs.Arg(0), from, *limit)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		out := make([]historyJSON, 0, len(hs))
+		for _, h := range hs {
+			j := historyJSON{ID: h.ID, Time: h.Time.Format(rfc3339ms), Key: h.Key, What: dblock.Describe(h.Key).String(),
+				Event: h.Event, Owner: h.Owner, Token: h.Token, Depth: h.Depth, Detail: h.Detail}
+			if h.Held >= 0 {
+				ms := h.Held.Milliseconds()
+				j.HeldMS = &ms
+			}
+			out = append(out, j)
+		}
+		return printJSON(a, out)
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tKEY\tEVENT\tOWNER\tTOKEN\tDEPTH\tHELD\tDETAIL")
+	for _, h := range hs {
+		detail := h.Detail
+		if detail == "" {
+			detail = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", h.Time.Format(rfc3339ms), dblock.Describe(h.Key), h.Event, h.Owner, h.Token, h.Depth, roundDur(h.Held), detail)
+	}
+	return tw.Flush()
+}

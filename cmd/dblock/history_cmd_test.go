@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dbtest"
+)
+
+// TestHistoryCommand: migrate --history turns the history on (PostgreSQL,
+// SQLite; refused on MySQL), and history prints what happened.
+func TestHistoryCommand(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		flags, l := freshTable(t, d)
+		r := cli(t, join("migrate", "--history", flags)...)
+		if d == dblock.MySQL {
+			if r.code == 0 || !strings.Contains(r.stderr, "LAST_INSERT_ID") {
+				t.Fatalf("migrate --history on MySQL: status %d, stderr %q; want a refusal that says why", r.code, r.stderr)
+			}
+			return
+		}
+		if r.code != 0 || !strings.Contains(r.stdout, "its history is on") {
+			t.Fatalf("migrate --history: status %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+		ctx := context.Background()
+		lk, err := l.TryLock(ctx, "job", dblock.Owner("cron"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r = cli(t, join("history", "--json", flags, "job")...)
+		var got []historyJSON
+		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || r.code != 0 {
+			t.Fatalf("history --json: status %d, %v, stdout %q, stderr %q", r.code, err, r.stdout, r.stderr)
+		}
+		if len(got) != 2 || got[0].Event != "acquired" || got[1].Event != "released" || got[1].Owner != "cron" ||
+			got[1].Token != lk.Token() || got[1].HeldMS == nil || got[0].HeldMS != nil || got[0].What != "job" {
+			t.Fatalf("history --json = %+v", got)
+		}
+		r = cli(t, join("history", flags)...)
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if r.code != 0 || len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "TIME KEY EVENT OWNER TOKEN DEPTH HELD DETAIL" {
+			t.Fatalf("history: status %d, stdout %q", r.code, r.stdout)
+		}
+		if r := cli(t, join("history", "--since", "-1s", flags)...); r.code != exitUsage {
+			t.Errorf("history --since -1s: status %d, want %d", r.code, exitUsage)
+		}
+	})
+}

@@ -1,0 +1,137 @@
+package dblock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/dblockhq/dblock/internal/dialect"
+	"github.com/dblockhq/dblock/schema"
+)
+
+// DefaultHistoryRetention is how long Reap keeps history rows by default.
+const DefaultHistoryRetention = 7 * 24 * time.Hour
+
+// WithHistory, given to Migrate, turns the table's history on: triggers
+// write every event of a lease to <table>_history (schema version 6), in
+// the transaction of the statement that made it, so that no acquisition
+// or release costs a round trip more and no event is written that did not
+// happen: acquired (and by handover), re-entered, released (one level, or
+// the last), lost (its lease ran out: found when the next owner took the
+// key, or when Reap deleted the row), deleted by hand, and force-unlocked
+// (ForceUnlock, with who broke it). It is a property of the table, not of
+// a Locker: every process that uses the table, whatever its version,
+// leaves its events there. Read them with History or dblock history; Reap
+// deletes rows older than WithHistoryRetention.
+//
+// Keys held by a transaction (LockTx) are not in the history, as they are
+// not in List. A holder that finds its own lease ran out is told (Err);
+// the history records that loss when the row is next taken or reaped.
+// PostgreSQL and SQLite only: Migrate refuses WithHistory with
+// ErrInvalidOption on MySQL and MariaDB, whose lock statements report
+// their token through LAST_INSERT_ID, which any statement in a trigger
+// resets (and writing the history from the client would cost every
+// acquisition and release a transaction of its own), and on TiDB and in
+// portable mode, which run no triggers. The table (<table>_history) is
+// created on every engine and reads empty there. Users of golang-migrate
+// or goose apply schema/history/<dialect>.sql after the versioned files
+// (and <dialect>_off.sql to turn it off again).
+func WithHistory() Option {
+	return func(c *config) error {
+		c.history = true
+		return nil
+	}
+}
+
+// WithHistoryRetention sets how long Reap keeps the rows of the history
+// (WithHistory): it deletes older ones, in batches, after the lock rows.
+// The default is DefaultHistoryRetention; d must be positive.
+func WithHistoryRetention(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: WithHistoryRetention(%v): must be positive", ErrInvalidOption, d)
+		}
+		c.lockerOnly = append(c.lockerOnly, "WithHistoryRetention")
+		c.historyKeep = d
+		return nil
+	}
+}
+
+// installHistory runs schema/history/<dialect>.sql for table on conn.
+func installHistory(ctx context.Context, conn *sql.Conn, d dialect.Dialect, table string) error {
+	text, err := fs.ReadFile(schema.FS, "history/"+d.Name()+".sql")
+	if err != nil {
+		return err
+	}
+	for _, stmt := range splitStatements(renameTable(string(text), table, d.Quote)) {
+		if _, err := conn.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("dblock: migrate: turning the history on: %w\n%s", err, firstLine(stmt))
+		}
+	}
+	return nil
+}
+
+// Event kinds of the history (HistoryEvent.Event).
+const (
+	EventAcquired      = "acquired"       // a lease began (Detail "handed over": from a holder of this Locker, or a FIFO grant)
+	EventReentered     = "reentered"      // its holder took it again under the same Owner (Depth says how deep)
+	EventReleased      = "released"       // released by its holder (Detail "one level": a re-entry's; "handed over": to the next owner)
+	EventLost          = "lost"           // its lease ran out (Detail says who found it: the next owner or Reap)
+	EventDeleted       = "deleted"        // its live row was deleted by hand
+	EventForceUnlocked = "force-unlocked" // broken by ForceUnlock (Detail says by whom)
+)
+
+// HistoryEvent is one row of the history (WithHistory).
+type HistoryEvent struct {
+	ID    int64     // increases with every event, in commit order per key
+	Time  time.Time // by the database's clock, UTC
+	Key   string
+	Event string // EventAcquired, EventReleased, ...
+	Owner string // the memo of the lease
+	Token int64  // its fencing token
+	Depth int    // its depth after the event (0: it ended)
+	// Held is how long the lease was held, for the events that end one
+	// (for a lost lease: until it ran out); -1 for the others or when
+	// unknown.
+	Held   time.Duration
+	Detail string
+}
+
+// History returns the history of key (every key when ""), oldest first,
+// from since on (all of it for the zero time), at most limit events (all
+// for limit <= 0). It returns an error wrapping ErrNoSchema when the table
+// has no history table (schema version 6: run Migrate); a table migrated
+// without WithHistory has an empty one.
+func (l *Locker) History(ctx context.Context, key string, since time.Time, limit int) ([]HistoryEvent, error) {
+	if err := l.usable(); err != nil {
+		return nil, err
+	}
+	if key != "" {
+		if err := ValidateKey(key); err != nil {
+			return nil, err
+		}
+	}
+	rows, err := dialect.ListHistory(ctx, l.d.History(), l.e.Q(), key, since, limit)
+	if err != nil {
+		return nil, l.e.WrapErr("history", key, err)
+	}
+	out := make([]HistoryEvent, len(rows))
+	for i, r := range rows {
+		out[i] = HistoryEvent(r)
+	}
+	return out, nil
+}
+
+// reapHistory deletes history rows older than the retention (see Reap).
+func (l *Locker) reapHistory(ctx context.Context) {
+	n, err := dialect.ReapHistory(ctx, l.d, l.db, l.cfg.historyKeep)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		l.log.Warn("dblock: reaping old history failed", "err", l.e.WrapErr("reap history", "", err))
+	}
+	if n > 0 {
+		l.log.Info("dblock: reaped old history", "count", n)
+	}
+}

@@ -1,0 +1,223 @@
+package dblock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dbtest"
+)
+
+// historyTable migrates a fresh table with its history on, or returns ""
+// on MySQL, MariaDB and TiDB, after checking that Migrate refuses.
+func historyTable(t *testing.T, d dblock.Dialect) (string, bool) {
+	t.Helper()
+	db := dbtest.Open(t, d)
+	table := dbtest.Table(t, db, d)
+	err := dblock.Migrate(ctxT(t, 30*time.Second), db, dblock.WithTable(table), dblock.WithDialect(d), dblock.WithHistory())
+	if d == dblock.MySQL { // LAST_INSERT_ID, and TiDB has no triggers
+		if !errors.Is(err, dblock.ErrInvalidOption) {
+			t.Fatalf("Migrate WithHistory without triggers = %v, want ErrInvalidOption", err)
+		}
+		return table, false
+	}
+	if err != nil {
+		t.Fatalf("Migrate WithHistory: %v", err)
+	}
+	return table, true
+}
+
+// events renders key's history as "event token depth [detail]" lines.
+func events(t *testing.T, l *dblock.Locker, key string) []string {
+	t.Helper()
+	hs, err := l.History(context.Background(), key, time.Time{}, 0)
+	if err != nil {
+		t.Fatalf("History(%q): %v", key, err)
+	}
+	out := make([]string, len(hs))
+	for i, h := range hs {
+		out[i] = fmt.Sprintf("%s %d %d %s", h.Event, h.Token, h.Depth, h.Detail)
+		out[i] = strings.TrimSpace(out[i])
+		if h.Key != key || h.Time.IsZero() {
+			t.Errorf("event %+v: want key %q and a time", h, key)
+		}
+		if ends := h.Depth == 0; ends != (h.Held >= 0) {
+			t.Errorf("event %+v: Held must be set exactly on the events that end a lease", h)
+		}
+	}
+	return out
+}
+
+func TestHistory(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		table, on := historyTable(t, d)
+		if !on {
+			return
+		}
+		a, _ := newLocker(t, d, table)
+		b, _ := newLocker(t, d, table, dblock.WithTTL(dblock.MinTTL))
+		ctx := ctxT(t, 60*time.Second)
+
+		// Acquire, re-enter, release one level, then the last.
+		lk := mustLock(t)(a.Lock(ctx, "k", dblock.Owner("alice")))
+		again := mustLock(t)(a.TryLock(ctx, "k", dblock.Owner("alice")))
+		if err := again.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t1 := lk.Token()
+		want := []string{
+			fmt.Sprintf("acquired %d 1", t1), fmt.Sprintf("reentered %d 2", t1),
+			fmt.Sprintf("released %d 1 one level", t1), fmt.Sprintf("released %d 0", t1),
+		}
+		if got := events(t, a, "k"); strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Fatalf("history\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+
+		// A lease that runs out, found by the next owner.
+		dblock.FailRenewals(b, errors.New("renewals cut by the test"))
+		short := mustLock(t)(b.Lock(ctx, "k"))
+		next := mustLock(t)(a.Lock(ctx, "k")) // waits until the lease ran out
+		<-short.Done()
+		want = append(want, fmt.Sprintf("acquired %d 1", short.Token()),
+			fmt.Sprintf("lost %d 0 lease ran out; taken by the next owner", short.Token()),
+			fmt.Sprintf("acquired %d 1", next.Token()))
+
+		// Broken by hand.
+		if _, err := a.ForceUnlock(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+		got := events(t, a, "k")
+		if len(got) != len(want)+1 || strings.Join(got[:len(want)], "|") != strings.Join(want, "|") ||
+			!strings.HasPrefix(got[len(want)], fmt.Sprintf("force-unlocked %d 0 by ", next.Token())) {
+			t.Fatalf("history\n%s\nwant\n%s\nthen force-unlocked", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+
+		// Handed over to a waiter of the same Locker, in one statement.
+		h := mustLock(t)(a.Lock(ctx, "h"))
+		got2 := make(chan *dblock.Lock, 1)
+		go func() {
+			lk, err := a.Lock(ctx, "h")
+			if err != nil {
+				t.Error(err)
+			}
+			got2 <- lk
+		}()
+		awaitStats(t, a, 1)
+		if err := h.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h2 := <-got2
+		want = []string{fmt.Sprintf("acquired %d 1", h.Token()), fmt.Sprintf("released %d 0 handed over", h.Token()),
+			fmt.Sprintf("acquired %d 1 handed over", h2.Token())}
+		if got := events(t, a, "h"); strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Fatalf("history of a handover\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+
+		// A lease that ran out and was reaped.
+		mustLock(t)(b.Lock(ctx, "r"))
+		for len(events(t, a, "r")) < 2 {
+			if _, err := a.Reap(ctx); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond) // until the lease ran out by the database's clock
+		}
+		if got := events(t, a, "r"); len(got) != 2 || !strings.HasPrefix(got[1], "lost ") || !strings.HasSuffix(got[1], "lease ran out; reaped") {
+			t.Fatalf("history of r: %q, want acquired then lost, reaped", got)
+		}
+	})
+}
+
+// TestHistoryOff: a table migrated without WithHistory records nothing,
+// and History reads it empty.
+func TestHistoryOff(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		l, _, _ := dbtest.Locker(t, d)
+		ctx := ctxT(t, 30*time.Second)
+		lk := mustLock(t)(l.Lock(ctx, "k"))
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if hs, err := l.History(ctx, "", time.Time{}, 0); err != nil || len(hs) != 0 {
+			t.Fatalf("History = %v, %v; want none", hs, err)
+		}
+		if _, err := dblock.New(dbtest.Open(t, d), dblock.WithHistory()); !errors.Is(err, dblock.ErrInvalidOption) {
+			t.Fatalf("New(WithHistory) = %v, want ErrInvalidOption", err)
+		}
+	})
+}
+
+// TestHistoryRetention: Reap deletes events older than the retention.
+func TestHistoryRetention(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		table, on := historyTable(t, d)
+		if !on {
+			return
+		}
+		keep, _ := newLocker(t, d, table)
+		short, _ := newLocker(t, d, table, dblock.WithHistoryRetention(time.Millisecond))
+		ctx := ctxT(t, 30*time.Second)
+		lk := mustLock(t)(keep.Lock(ctx, "k"))
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := keep.Reap(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := events(t, keep, "k"); len(got) != 2 {
+			t.Fatalf("after Reap with the default retention: %q, want both events", got)
+		}
+		since := time.Now().Add(time.Hour)
+		if hs, err := keep.History(ctx, "k", since, 0); err != nil || len(hs) != 0 {
+			t.Fatalf("History since an hour ahead = %v, %v; want none", hs, err)
+		}
+		if hs, err := keep.History(ctx, "k", time.Time{}, 1); err != nil || len(hs) != 1 {
+			t.Fatalf("History limit 1 = %v, %v; want one", hs, err)
+		}
+		for len(events(t, keep, "k")) > 0 {
+			if _, err := short.Reap(ctx); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(5 * time.Millisecond) // until a millisecond passed by the database's clock
+		}
+		if _, err := dblock.New(dbtest.Open(t, d), dblock.WithHistoryRetention(0)); !errors.Is(err, dblock.ErrInvalidOption) {
+			t.Fatalf("WithHistoryRetention(0) = %v, want ErrInvalidOption", err)
+		}
+	})
+}
+
+// TestHistoryLeastPrivilege: a role with only the documented grants
+// (none on the history) writes the history through the triggers, which
+// run with their creator's rights, and cannot change it.
+func TestHistoryLeastPrivilege(t *testing.T) {
+	d := dblock.Postgres
+	admin := dbtest.Open(t, d)
+	table := dbtest.Table(t, admin, d)
+	ctx := ctxT(t, 30*time.Second)
+	if err := dblock.Migrate(ctx, admin, dblock.WithTable(table), dblock.WithHistory()); err != nil {
+		t.Fatal(err)
+	}
+	db := restrictedDB(t, admin, d, table)
+	l, err := dblock.New(db, dblock.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	lk := mustLock(t)(l.Lock(ctx, "k"))
+	if _, err := l.ForceUnlock(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	reader, _ := newLocker(t, d, table)
+	if got := events(t, reader, "k"); len(got) != 2 || got[0] != fmt.Sprintf("acquired %d 1", lk.Token()) || !strings.HasPrefix(got[1], "force-unlocked ") {
+		t.Fatalf("history written by the restricted role: %q", got)
+	}
+	if _, err := db.ExecContext(ctx, `DELETE FROM "`+table+`_history"`); err == nil {
+		t.Fatal("the restricted role deleted the history")
+	}
+}

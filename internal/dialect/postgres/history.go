@@ -1,0 +1,20 @@
+package postgres
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/dblockhq/dblock/internal/dialect"
+)
+
+// History returns the statements on the history table.
+func (p *postgres) History() *dialect.HistorySQL {
+	r := strings.NewReplacer("{h}", p.Quote(dialect.HistoryTable(p.table)), "{limit}", strconv.Itoa(dialect.ReapBatch))
+	return &dialect.HistorySQL{
+		List:        queries.Get("history.list", r),
+		ListKeyArgs: 1,
+		Reap:        queries.Get("history.reap", r),
+		Label:       queries.Get("history.label", r),
+		LabelFirst:  true,
+	}
+}
