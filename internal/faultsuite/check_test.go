@@ -77,6 +77,10 @@ func (r *run) check() {
 		}
 	}
 
+	if historyOn(r.d, r.spec.Portable) {
+		r.checkLockHistory()
+	}
+
 	res, n := r.hist.check(2 * time.Minute)
 	t.Logf("%s: linearizability (porcupine, lock model with fencing tokens): %d operations on %d keys: %s",
 		r.d, n, len(r.spec.Keys), map[porcupine.CheckResult]string{porcupine.Ok: "linearizable", porcupine.Illegal: "NOT linearizable", porcupine.Unknown: "undecided (timeout)"}[res])

@@ -158,6 +158,14 @@ func newRunOn(t *testing.T, d dblock.Dialect, db *sql.DB, dsn string, nodes []no
 		t.Log("FIFO mode (WithFIFO): waiters in ticket order across processes")
 	}
 	table := dbtest.Table(t, db, d, mode...)
+	if historyOn(d, portable) {
+		hctx, hcancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := dblock.Migrate(hctx, db, append([]dblock.Option{dblock.WithTable(table), dblock.WithDialect(d), dblock.WithHistory()}, mode...)...)
+		hcancel()
+		if err != nil {
+			t.Fatalf("history: %v", err)
+		}
+	}
 	spec := workerSpec{Dialect: d, Table: table, Guard: table + "_guard", Intervals: table + "_iv",
 		Holders: sz.holders, MaxRun: sz.limit + time.Minute, Portable: portable, FIFO: fifo, DSN: dsn}
 	for i := range sz.keys {
