@@ -93,4 +93,3 @@ func (r *run) checkLockHistory() {
 	r.t.Logf("%s: lock history: %d events (%d acquisitions, %d ends) for %d acquisitions the workers saw; %d unseen by any worker; %d missing",
 		r.d, len(events), len(seen), ends, got, len(seen)-(got-missing), missing)
 }
-
