@@ -232,6 +232,31 @@ func (t *Term) Done() <-chan struct{} { return t.lock().Done() }
 // Lock.Err.
 func (t *Term) Err() error { return t.lock().Err() }
 
+// Deadline returns when the term's lease ends by the local bound that Err
+// reads, as Lock.Deadline: should renewals stop now, this caller may still
+// count on leading until then. It returns the zero time once the term has
+// ended, and for a nil or zero Term.
+func (t *Term) Deadline() time.Time { return t.lock().Deadline() }
+
+// Extend renews the term's lease now and makes it at least d long, as
+// Lock.Extend: for a leader that expects renewals to stall (a planned
+// failover) and wants to stay leader through it; a leader that dies then
+// keeps the election up to d. It returns an error wrapping ErrNotHeld when
+// the term has ended (or for a nil or zero Term).
+func (t *Term) Extend(ctx context.Context, d time.Duration) error {
+	return t.lock().Extend(ctx, d)
+}
+
+// Suspended reports whether the term's renewals are failing while its
+// lease still runs, and returns a channel closed at the next change, as
+// Lock.Suspended: a leader can pause what it leads until renewals get
+// through again; Done stays the signal that the term is over. Once the
+// term has ended (and for a nil or zero Term) it reports true with a
+// closed channel.
+func (t *Term) Suspended() (suspended bool, changed <-chan struct{}) {
+	return t.lock().Suspended()
+}
+
 // Proclaim replaces the leader's value without a new election; an error
 // wrapping ErrNotHeld when the term has ended.
 func (t *Term) Proclaim(ctx context.Context, value []byte) error {
