@@ -25,7 +25,7 @@ type Sink struct {
 	Connected func()
 	// Event runs for each notification (dialect.Notifier.Listen's
 	// onEvent).
-	Event func(released bool, from, tag string, granted int64)
+	Event func(dialect.Event)
 }
 
 // Listener states.
