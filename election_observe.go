@@ -54,9 +54,9 @@ func (e *Election) observe(ctx context.Context, ch chan<- Leader) {
 	w := e.l.e.Watch(e.key) // before the first read: no change after it is missed
 	defer w.Stop()
 	var last Leader
-	sent := false // last was sent
+	sent := false          // last was sent
 	var soon time.Duration // the next read's delay where no event would come
-	woken := false          // a push woke this read
+	woken := false         // a push woke this read
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
