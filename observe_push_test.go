@@ -95,3 +95,41 @@ func TestObservePushed(t *testing.T) {
 		want("the end of the last term", "", 0)
 	})
 }
+
+// A leader whose Locker closes ends its term, and an observer on another
+// Locker hears of it with ObserveInterval at an hour: on PostgreSQL Close's
+// release notifies, on MySQL and MariaDB the bell session's end wakes the
+// observer, which then reads soon.
+func TestObservePushedClose(t *testing.T) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
+		ctx := ctxT(t, 2*time.Minute)
+		ls := nodes(t, d, 2)
+		var es []*dblock.Election
+		for _, l := range ls {
+			e, err := dblock.NewElection(l, "pushed-close", dblock.ObserveInterval(time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			es = append(es, e)
+		}
+		term, err := es[1].Campaign(ctx, []byte("node-a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := es[0].Observe(ctx)
+		if ld := <-seen; ld.Token != term.Token() {
+			t.Fatalf("observed %+v, want token %d", ld, term.Token())
+		}
+		if err := ls[1].Close(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case ld := <-seen:
+			if !ld.None() {
+				t.Fatalf("observed %+v after the leader's Locker closed, want no leader", ld)
+			}
+		case <-ctx.Done():
+			t.Fatal("Observe never saw the end of the term (no push)")
+		}
+	})
+}

@@ -83,11 +83,12 @@ func (k *Lock) end(cause error) bool {
 // events (every waiter polls).
 func (k *Lock) releaseRow(ctx context.Context, uncertain bool) (wake bool, err error) {
 	// Notify only when another Locker waits, or the key's changes are
-	// announced (an election's: its observers listen); otherwise spare the
-	// commit a NOTIFY (PostgreSQL serialises notifying commits).
+	// announced (an election's: its observers listen; also while Close
+	// releases, once the listener has stopped); otherwise spare the commit
+	// a NOTIFY (PostgreSQL serialises notifying commits).
 	n := k.e.d.Notifier()
 	wanted := n != nil && k.e.notifying() && k.e.wantedElsewhere(k.Key())
-	notify := wanted || n != nil && k.e.notifying() && k.e.announced(k.Key())
+	notify := wanted || n != nil && k.e.ev.Heard() && k.e.announced(k.Key())
 	defer k.e.watch.signalKey(k.Key())
 	// In FIFO mode the release gives the key to the oldest ticket when it
 	// can (fifo_grant.go), unless events say that nobody waits (every

@@ -126,7 +126,7 @@ func (e *Engine) Pushed() bool { return e.notifying() }
 // KeyChanged announces that this Locker took key (data false) or changed
 // its data (true): it wakes our watchers of key and, for a key whose
 // changes are announced (Config.Announced), tells other Lockers' watchers:
-// on PostgreSQL with a Changed event (once the listener is up, which says
+// on PostgreSQL with a Changed event (once the listener was up, which says
 // that the server delivers them), on MySQL, for a data change, by ringing
 // the bell of the session that holds the key's name, where observers
 // listen (AwaitBell). Best effort: a watcher that misses it reads on its
@@ -138,7 +138,7 @@ func (e *Engine) KeyChanged(ctx context.Context, key string, data bool) {
 	}
 	if n := e.d.Notifier(); n != nil {
 		e.ev.Ensure()
-		if !e.notifying() {
+		if !e.ev.Heard() {
 			return
 		}
 		if err := n.Changed(ctx, e.q, e.id, key); err != nil {
