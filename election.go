@@ -1,7 +1,6 @@
 package dblock
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -51,9 +50,11 @@ func ElectionTTL(d time.Duration) ElectionOption {
 	}
 }
 
-// ObserveInterval sets how often Observe reads the election (default
-// 250 ms): a change that lasts less than that may be coalesced with the
-// next one.
+// ObserveInterval sets how often Observe reads the election when nothing
+// tells it of a change (default 250 ms): the fallback for what no event
+// announces (a lease that ran out, a change by a Locker that does not
+// announce it, an event missed). Changes that come closer together than a
+// read may be coalesced (see Observe).
 func ObserveInterval(d time.Duration) ElectionOption {
 	return func(c *electionConfig) error {
 		if d <= 0 {
@@ -125,6 +126,7 @@ func (e *Election) Campaign(ctx context.Context, value []byte) (*Term, error) {
 	if err != nil {
 		return nil, err
 	}
+	e.l.e.KeyChanged(ctx, e.key, false) // a new term: wake the observers
 	return &Term{e: e, lk: lk}, nil
 }
 
@@ -142,53 +144,6 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 		return Leader{}, err
 	}
 	return Leader{Value: info.Data(), Token: info.Token, Since: info.AcquiredAt, ExpiresAt: info.ExpiresAt}, nil
-}
-
-// Observe returns a channel that receives the current leader, then every
-// change of leader or of its value, in order and without repeats, until
-// ctx ends or the Locker closes; then it is closed. It reads the election
-// every ObserveInterval, so changes closer together than that may arrive
-// as one. A time without a leader, at the start or when a term ends with
-// no successor yet, is received as the zero Leader, whose None reports
-// true. A slow reader delays the reads, never misses the latest state.
-func (e *Election) Observe(ctx context.Context) <-chan Leader {
-	ch := make(chan Leader)
-	if e.usable() != nil || !e.l.e.Spawn(func() { e.observe(ctx, ch) }) {
-		close(ch)
-	}
-	return ch
-}
-
-func (e *Election) observe(ctx context.Context, ch chan<- Leader) {
-	defer close(ch)
-	ctx, stop := e.l.e.Closable(ctx) // Close ends a read in flight too
-	defer stop()
-	var last Leader
-	sent := false // last was sent
-	t := time.NewTicker(e.cfg.poll)
-	defer t.Stop()
-	for {
-		cur, err := e.Leader(ctx)
-		if errors.Is(err, ErrNoLeader) {
-			cur, err = Leader{}, nil
-		}
-		switch {
-		case err == nil && (!sent || cur.Token != last.Token || !bytes.Equal(cur.Value, last.Value)):
-			select {
-			case ch <- cur:
-				last, sent = cur, true
-			case <-ctx.Done():
-				return
-			}
-		case err != nil && ctx.Err() == nil:
-			e.l.log.Debug("dblock: observing an election", "election", e.name, "err", err)
-		}
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return
-		}
-	}
 }
 
 // Leader is an election's leader as the database sees it.
@@ -232,6 +187,31 @@ func (t *Term) Done() <-chan struct{} { return t.lock().Done() }
 // Lock.Err.
 func (t *Term) Err() error { return t.lock().Err() }
 
+// Deadline returns when the term's lease ends by the local bound that Err
+// reads, as Lock.Deadline: should renewals stop now, this caller may still
+// count on leading until then. It returns the zero time once the term has
+// ended, and for a nil or zero Term.
+func (t *Term) Deadline() time.Time { return t.lock().Deadline() }
+
+// Extend renews the term's lease now and makes it at least d long, as
+// Lock.Extend: for a leader that expects renewals to stall (a planned
+// failover) and wants to stay leader through it; a leader that dies then
+// keeps the election up to d. It returns an error wrapping ErrNotHeld when
+// the term has ended (or for a nil or zero Term).
+func (t *Term) Extend(ctx context.Context, d time.Duration) error {
+	return t.lock().Extend(ctx, d)
+}
+
+// Suspended reports whether the term's renewals are failing while its
+// lease still runs, and returns a channel closed at the next change, as
+// Lock.Suspended: a leader can pause what it leads until renewals get
+// through again; Done stays the signal that the term is over. Once the
+// term has ended (and for a nil or zero Term) it reports true with a
+// closed channel.
+func (t *Term) Suspended() (suspended bool, changed <-chan struct{}) {
+	return t.lock().Suspended()
+}
+
 // Proclaim replaces the leader's value without a new election; an error
 // wrapping ErrNotHeld when the term has ended.
 func (t *Term) Proclaim(ctx context.Context, value []byte) error {
@@ -253,6 +233,7 @@ func (t *Term) Proclaim(ctx context.Context, value []byte) error {
 	if !ok {
 		return fmt.Errorf("%w: election %q: term %d is over", ErrNotHeld, t.e.name, t.lk.Token())
 	}
+	l.e.KeyChanged(ctx, t.lk.Key(), true) // a new value: wake the observers
 	return nil
 }
 

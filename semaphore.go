@@ -218,6 +218,28 @@ func (p *Permit) Done() <-chan struct{} { return p.lock().Done() }
 // Err returns nil while the permit is held, else why it ended, as Lock.Err.
 func (p *Permit) Err() error { return p.lock().Err() }
 
+// Deadline returns when the permit's lease ends by the local bound that Err
+// reads, as Lock.Deadline: the zero time once the permit has ended, and
+// for a nil or zero Permit.
+func (p *Permit) Deadline() time.Time { return p.lock().Deadline() }
+
+// Extend renews the permit's lease now and makes it at least d long, as
+// Lock.Extend: for a holder that expects renewals to stall and wants the
+// permit to outlast them. It returns an error wrapping ErrNotHeld when the
+// permit has ended (or for a nil or zero Permit).
+func (p *Permit) Extend(ctx context.Context, d time.Duration) error {
+	return p.lock().Extend(ctx, d)
+}
+
+// Suspended reports whether the permit's renewals are failing while its
+// lease still runs, and returns a channel closed at the next change, as
+// Lock.Suspended: a holder can pause its work until renewals get through
+// again; Done stays the signal of the loss. Once the permit has ended (and
+// for a nil or zero Permit) it reports true with a closed channel.
+func (p *Permit) Suspended() (suspended bool, changed <-chan struct{}) {
+	return p.lock().Suspended()
+}
+
 // Release gives the permit back, as Lock.Unlock, and wakes this
 // Semaphore's waiter.
 func (p *Permit) Release(ctx context.Context) error {

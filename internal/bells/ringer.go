@@ -31,6 +31,7 @@ type Ringer struct {
 	nbelled atomic.Int64        // len(belled), read without mu by keyFreed
 	running bool
 	off     bool // the server has no bells: stop trying
+	ring    bool // Ring asked for a ring
 	kick    chan struct{}
 	session atomic.Int64 // the bell session's id (0: none), for tests
 }
@@ -104,7 +105,7 @@ func (r *Ringer) forget(keys []string) {
 
 // work takes the keys to bell (held for bellAfter, still held) and
 // those to release, and says when the next key is due.
-func (r *Ringer) work(now time.Time) (hold, free []string, next time.Time) {
+func (r *Ringer) work(now time.Time) (hold, free []string, ring bool, next time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.belled == nil {
@@ -138,7 +139,8 @@ func (r *Ringer) work(now time.Time) (hold, free []string, next time.Time) {
 	}
 	free = r.free[:min(len(r.free), bellBatch)]
 	r.free = r.free[len(free):]
-	return hold, free, next
+	ring, r.ring = r.ring, false
+	return hold, free, ring, next
 }
 
 // loop keeps the bell session: it takes the names of keys held for
@@ -152,9 +154,9 @@ func (r *Ringer) loop() {
 	t.Stop()
 	defer t.Stop()
 	for {
-		hold, free, next := r.work(time.Now())
-		if len(hold) > 0 || len(free) > 0 {
-			if err := s.update(hold, free); errors.Is(err, dialect.ErrNoNotify) {
+		hold, free, ring, next := r.work(time.Now())
+		if len(hold) > 0 || len(free) > 0 || ring {
+			if err := s.update(hold, free, ring); errors.Is(err, dialect.ErrNoNotify) {
 				r.h.Log.Debug("dblock: no bells on this server; waiters poll", "err", err)
 				r.mu.Lock()
 				r.off, r.due, r.free, r.belled = true, nil, nil, nil
@@ -192,9 +194,10 @@ type bellSession struct {
 }
 
 // update takes the names of hold and releases those of free, and rings if
-// any was freed; it opens the session first when it has none (freeing
-// names then is moot: a new session holds none).
-func (s *bellSession) update(hold, free []string) error {
+// any was freed or ring asks it (Ring); it opens the session first when it
+// has none (freeing names, or ringing, then is moot: a new session holds
+// none, and nobody listens to its bell yet).
+func (s *bellSession) update(hold, free []string, ring bool) error {
 	r := s.r
 	if s.conn == nil {
 		if len(hold) == 0 {
@@ -204,11 +207,11 @@ func (s *bellSession) update(hold, free []string) error {
 			r.forget(hold)
 			return err
 		}
-		free = nil
+		free, ring = nil, false
 	}
 	ctx, cancel := context.WithTimeout(r.h.Ctx, opTimeout)
 	defer cancel()
-	held, cur, err := r.d.UpdateBells(ctx, s.conn, s.id, hold, free, len(free) > 0, s.cur)
+	held, cur, err := r.d.UpdateBells(ctx, s.conn, s.id, hold, free, len(free) > 0 || ring, s.cur)
 	if err != nil {
 		return err
 	}

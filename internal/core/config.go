@@ -31,6 +31,10 @@ type Config struct {
 	// Freed is told when a key is free here again (no Lock holds it, no
 	// release of it is in flight); nil: nobody asks.
 	Freed func(key string)
+	// Announced reports whether changes of key are announced to other
+	// Lockers' watchers whether or not anyone watches (an election's key:
+	// see Watch); nil: none.
+	Announced func(key string) bool
 }
 
 // LockConfig configures one acquisition: the root's LockOptions, applied.

@@ -57,6 +57,7 @@ type Engine struct {
 	bell  *bells.Ringer    // MySQL's release events, holder's side
 	ears  *bells.Ears      // and waiter's side
 	clock *clock.Clock     // short poll delays
+	watch watchSet         // our watchers of keys (Watch)
 
 	obs Observer // nil: none
 
@@ -82,12 +83,13 @@ func New(cfg Config) *Engine {
 		tagOf = n.Tag
 	}
 	e.waits = wait.New[LockConfig, *Lock](tagOf, func(c *LockConfig, owner string) { c.Owner = owner })
+	e.watch.tagOf = tagOf
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.clock = clock.New(e.ctx, e.spawn, e.log)
 	host := bells.Host{Ctx: e.ctx, DB: e.db, Q: e.q, Spawn: e.spawn, Log: e.log,
 		Held: func(key string) bool { return e.leases.Count(key) > 0 }}
 	e.ev = notify.New(e.ctx, d.Notifier(), e.db, e.spawn, e.log,
-		notify.Sink{Connected: func() { e.waits.WakeAll() }, Event: e.onEvent})
+		notify.Sink{Connected: func() { e.waits.WakeAll(); e.watch.signalAll() }, Event: e.onEvent})
 	b := bells.Of(d)
 	e.bell = bells.NewRinger(b, host)
 	e.ears = bells.NewEars(b, host)

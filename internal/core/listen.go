@@ -1,16 +1,24 @@
 package core
 
+import "github.com/dblockhq/dblock/internal/dialect"
+
 // notifying reports whether release events currently reach this Locker.
 func (e *Engine) notifying() bool { return e.ev.On() }
 
-// onEvent handles a notification: a released key wakes our first waiter for
+// onEvent handles a notification: any event about a key wakes our
+// watchers of it (Watch); a released key wakes our first waiter for
 // it (and, released by another Locker, ends our standing back from it); a
 // key given to a FIFO ticket wakes the waiter holding that ticket, wherever
 // it stands (grantEvent); a key another Locker wants makes our releases of
 // it notify for a while.
 // Events name keys by tag: a released key matters only if we wait for it,
 // and our queues know their tags; wanted marks are kept by tag.
-func (e *Engine) onEvent(released bool, from, tag string, granted int64) {
+func (e *Engine) onEvent(ev dialect.Event) {
+	e.watch.signal(ev.Tag)
+	released, from, tag, granted := ev.Kind == dialect.Released, ev.From, ev.Tag, ev.Granted
+	if ev.Kind == dialect.Changed {
+		return // for watchers only
+	}
 	if released && from == "" {
 		// A ForceUnlock or a reap may have ended a lock of ours: renew
 		// at once every held lock on the key, so that a renewal that finds

@@ -82,10 +82,14 @@ func (k *Lock) end(cause error) bool {
 // neither has a head start) nor while Lockers contend for the key without
 // events (every waiter polls).
 func (k *Lock) releaseRow(ctx context.Context, uncertain bool) (wake bool, err error) {
-	// Notify only when another Locker waits; otherwise spare the commit a
-	// NOTIFY (PostgreSQL serialises notifying commits).
+	// Notify only when another Locker waits, or the key's changes are
+	// announced (an election's: its observers listen; also while Close
+	// releases, once the listener has stopped); otherwise spare the commit
+	// a NOTIFY (PostgreSQL serialises notifying commits).
 	n := k.e.d.Notifier()
-	notify := n != nil && k.e.notifying() && k.e.wantedElsewhere(k.Key())
+	wanted := n != nil && k.e.notifying() && k.e.wantedElsewhere(k.Key())
+	notify := wanted || n != nil && k.e.ev.Heard() && k.e.announced(k.Key())
+	defer k.e.watch.signalKey(k.Key())
 	// In FIFO mode the release gives the key to the oldest ticket when it
 	// can (fifo_grant.go), unless events say that nobody waits (every
 	// waiting call of ours has a ticket, or is inserting one: queuing), or
@@ -94,7 +98,7 @@ func (k *Lock) releaseRow(ctx context.Context, uncertain bool) (wake bool, err e
 	if k.e.cfg.FIFO && !k.e.isClosed() {
 		p = k.e.d.Passer()
 	}
-	pass := p != nil && (notify || k.e.fifo.Queuing(k.Key()) || !k.e.notifying())
+	pass := p != nil && (wanted || k.e.fifo.Queuing(k.Key()) || !k.e.notifying())
 	dequeued, succ := k.fifoState()
 	// A grant does not wait for the lock's ticket to go, but the release
 	// returns only once it has: no ticket outlives its Unlock.
@@ -129,7 +133,7 @@ func (k *Lock) releaseRow(ctx context.Context, uncertain bool) (wake bool, err e
 	uncertain = uncertain && !ok || unsure
 	// FIFO waiters of ours always hear at once: the next in line may be
 	// ours, and our own NOTIFY reaches our listener only after a round trip.
-	wake = k.e.cfg.FIFO || !notify && !k.e.fairPolling(k.Key())
+	wake = k.e.cfg.FIFO || !wanted && !k.e.fairPolling(k.Key())
 	switch {
 	case !ok && uncertain:
 		return wake, fmt.Errorf("%w: %q (token %d): released or handed over by an attempt whose connection failed, or lost meanwhile", dberr.ErrNotHeld, k.Key(), k.Token())

@@ -222,9 +222,8 @@ type Notifier interface {
 	// Listen holds a connection of its own, calls ready once it receives
 	// events, then onEvent with each one, until ctx ends or the connection
 	// fails. It returns ErrNoNotify when the driver cannot deliver
-	// notifications. Events name keys by tag, never in clear; granted is
-	// the FIFO ticket a release gave the key to (Pass), else 0.
-	Listen(ctx context.Context, db *sql.DB, ready func(), onEvent func(released bool, from, tag string, granted int64)) error
+	// notifications. Events name keys by tag, never in clear.
+	Listen(ctx context.Context, db *sql.DB, ready func(), onEvent func(Event)) error
 	// Tag names key in events.
 	Tag(key string) string
 	// ReleaseNotify is Release that also announces that Locker from
@@ -234,6 +233,29 @@ type Notifier interface {
 	Want(ctx context.Context, q Querier, from string, keys []string) error
 	// Freed announces keys freed by other means than a release.
 	Freed(ctx context.Context, q Querier, keys []string) error
+	// Changed announces that Locker from took key, or changed its data.
+	Changed(ctx context.Context, q Querier, from, key string) error
+}
+
+// EventKind says what an Event announces.
+type EventKind uint8
+
+const (
+	// Released: the key was freed (From "": by no Locker in particular, a
+	// reap or ForceUnlock), or given to the FIFO ticket Granted.
+	Released EventKind = iota + 1
+	// Wanted: Locker From waits for the key.
+	Wanted
+	// Changed: Locker From took the key, or changed its data.
+	Changed
+)
+
+// Event is one notification, as Notifier.Listen receives it.
+type Event struct {
+	Kind    EventKind
+	From    string // the Locker that sent it; "" for a release by none
+	Tag     string // the key's tag (Notifier.Tag)
+	Granted int64  // Released: the FIFO ticket the key was given to, else 0
 }
 
 // Bells are release events made of named locks, for MySQL and MariaDB,

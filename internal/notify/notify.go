@@ -25,7 +25,7 @@ type Sink struct {
 	Connected func()
 	// Event runs for each notification (dialect.Notifier.Listen's
 	// onEvent).
-	Event func(released bool, from, tag string, granted int64)
+	Event func(dialect.Event)
 }
 
 // Listener states.
@@ -47,6 +47,7 @@ type Listener struct {
 	once, readyOnce sync.Once
 	ready           chan struct{} // closed once the listener is ready or gave up
 	state           atomic.Int32
+	heard           atomic.Bool // the listener was on once
 }
 
 // New returns a listener for n's notifications on db (nil n: none), not yet
@@ -88,6 +89,11 @@ func (l *Listener) Ensure() {
 // On reports whether release events currently arrive.
 func (l *Listener) On() bool { return l.state.Load() == on }
 
+// Heard reports whether the listener was ever on: the server delivers
+// notifications, so sending one is not in vain even while the listener
+// reconnects, or after it stopped with the Locker.
+func (l *Listener) Heard() bool { return l.heard.Load() }
+
 // Ready is closed once the listener is ready or gave up.
 func (l *Listener) Ready() <-chan struct{} { return l.ready }
 
@@ -100,6 +106,7 @@ func (l *Listener) loop() {
 		err := l.n.Listen(l.ctx, l.db,
 			func() {
 				l.state.Store(on)
+				l.heard.Store(true)
 				l.readyOnce.Do(func() { close(l.ready) })
 				l.sink.Connected()
 				b = retry.NewBackoff(50*time.Millisecond, 5*time.Second)

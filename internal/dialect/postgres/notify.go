@@ -25,10 +25,12 @@ func (p *postgres) channel() string { return "dblock_" + p.table }
 // Other PostgreSQL drivers (lib/pq) fall back to polling.
 // Payloads: "F:<locker>:<tag>" when a Locker frees a key,
 // "G:<locker>:<tag>:<ticket>" when it gives the key to a FIFO ticket (Pass),
-// "W:<locker>:<tag>" when a Locker's goroutine waits for it, and "R:<tag>"
-// when a key is freed by no Locker in particular (a reap, ForceUnlock). A tag names a key
-// without showing it (see tag); a forged event costs a waiter one re-check.
-func (p *postgres) Listen(ctx context.Context, db *sql.DB, ready func(), onEvent func(bool, string, string, int64)) error {
+// "W:<locker>:<tag>" when a Locker's goroutine waits for it, "C:<locker>:<tag>"
+// when a Locker took an election's key or changed its data (Changed), and
+// "R:<tag>" when a key is freed by no Locker in particular (a reap,
+// ForceUnlock). A tag names a key without showing it (see tag); a forged
+// event costs a waiter, or an observer, one re-check.
+func (p *postgres) Listen(ctx context.Context, db *sql.DB, ready func(), onEvent func(dialect.Event)) error {
 	if v, err := p.on(ctx, db); err != nil {
 		return err
 	} else if v.portable {
@@ -52,21 +54,36 @@ func (p *postgres) Listen(ctx context.Context, db *sql.DB, ready func(), onEvent
 		if err != nil {
 			return err
 		}
-		switch kind, rest, _ := strings.Cut(n.Payload, ":"); kind {
-		case "R":
-			onEvent(true, "", rest, 0)
-		case "F", "W":
-			if from, key, ok := strings.Cut(rest, ":"); ok {
-				onEvent(kind == "F", from, key, 0)
-			}
-		case "G":
-			from, rest, _ := strings.Cut(rest, ":")
-			key, t, _ := strings.Cut(rest, ":")
-			if ticket, err := strconv.ParseInt(t, 10, 64); err == nil && ticket > 0 {
-				onEvent(true, from, key, ticket)
-			}
+		if ev, ok := parseEvent(n.Payload); ok {
+			onEvent(ev)
 		}
 	}
+}
+
+// parseEvent reads a notification's payload; ok is false for one it does
+// not know (sent by a later version, or forged).
+func parseEvent(payload string) (ev dialect.Event, ok bool) {
+	kind, rest, _ := strings.Cut(payload, ":")
+	switch kind {
+	case "R":
+		return dialect.Event{Kind: dialect.Released, Tag: rest}, true
+	case "F", "W", "C":
+		k := dialect.Released
+		if kind == "W" {
+			k = dialect.Wanted
+		} else if kind == "C" {
+			k = dialect.Changed
+		}
+		from, tag, ok := strings.Cut(rest, ":")
+		return dialect.Event{Kind: k, From: from, Tag: tag}, ok
+	case "G":
+		from, rest, _ := strings.Cut(rest, ":")
+		tag, t, _ := strings.Cut(rest, ":")
+		if ticket, err := strconv.ParseInt(t, 10, 64); err == nil && ticket > 0 {
+			return dialect.Event{Kind: dialect.Released, From: from, Tag: tag, Granted: ticket}, true
+		}
+	}
+	return dialect.Event{}, false
 }
 
 // pgxConfig returns a copy of the configuration of db's pgx connections, or
@@ -145,6 +162,13 @@ func (p *postgres) Want(ctx context.Context, q dialect.Querier, from string, key
 		tags[i] = p.Tag(k)
 	}
 	_, err := q.ExecContext(ctx, `SELECT pg_notify($1, 'W:' || $2 || ':' || t) FROM unnest($3::text[]) AS t`, p.channel(), from, textArray(tags))
+	return err
+}
+
+// Changed sends "C:<locker>:<tag>": Locker from took key, or changed its
+// data (an election's new term, a Proclaim), so that observers read it.
+func (p *postgres) Changed(ctx context.Context, q dialect.Querier, from, key string) error {
+	_, err := q.ExecContext(ctx, `SELECT pg_notify($1, 'C:' || $2 || ':' || $3)`, p.channel(), from, p.Tag(key))
 	return err
 }
 
