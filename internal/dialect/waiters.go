@@ -63,7 +63,9 @@ func ScanWaiters(rows *sql.Rows) ([]Waiter, error) {
 		}
 		at := time.UnixMicro(now).UTC()
 		w.Position = int(pos)
-		w.Waited = time.Duration(waited) * time.Microsecond
+		// A read whose statement began a moment before the insert it sees
+		// (another connection) would say a few µs below zero.
+		w.Waited = max(time.Duration(waited)*time.Microsecond, 0)
 		w.Since = at.Add(-w.Waited)
 		w.ExpiresAt = at.Add(time.Duration(expires) * time.Microsecond)
 		out = append(out, w)
