@@ -83,3 +83,59 @@ func TestLsWaitersBlocked(t *testing.T) {
 		}
 	})
 }
+
+// TestWaiterRecordKilled: the record of a waiting dblock run that is
+// killed with SIGKILL (nothing deletes it) lapses: once its lease has run
+// out by the database's clock no reader shows it, and Reap deletes it.
+func TestWaiterRecordKilled(t *testing.T) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
+		flags, l := freshTable(t, d)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		lk, err := l.TryLock(ctx, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lk.Unlock(context.Background())
+		// --ttl 1s: its record is leased for a second, renewed every third.
+		cmd, _, stderr := newCmd(ctx, nil, join("run", flags, "--key", "job", "--ttl", "1s", "--", "true")...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var ws []dblock.WaiterInfo
+		for len(ws) == 0 { // written once it has waited a second (the default)
+			if ws, err = l.Waiters(ctx, "job"); err != nil {
+				t.Fatal(err)
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("the waiting run's record never showed; stderr %q", stderr)
+			}
+			time.Sleep(20 * time.Millisecond) // between reads of the table
+		}
+		if err := cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		for len(ws) > 0 {
+			if ctx.Err() != nil {
+				t.Fatalf("the killed run's record is still shown: %+v", ws)
+			}
+			time.Sleep(20 * time.Millisecond) // until its lease ran out by the database's clock
+			if ws, err = l.Waiters(ctx, "job"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := l.Reap(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		db := dbtest.Open(t, d)
+		q := `SELECT COUNT(*) FROM "` + flags[3] + `_waiters"`
+		if d == dblock.MySQL {
+			q = "SELECT COUNT(*) FROM `" + flags[3] + "_waiters`"
+		}
+		if err := db.QueryRowContext(ctx, q).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("%d records left after Reap (%v)", n, err)
+		}
+	})
+}
