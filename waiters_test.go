@@ -402,7 +402,7 @@ func TestWaitersLapse(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
 		l, db, table := dbtest.Locker(t, d)
 		ctx := ctxT(t, 60*time.Second)
-		cols, vals := "key_id, memo, holds, ticket, since_time, lease_ms", bind(d, 1)+", 'dead', '', 0, "
+		cols, vals := "waiter, key_id, memo, holds, ticket, since_time, lease_ms", "7, "+bind(d, 1)+", 'dead', '', 0, "
 		switch d {
 		case dblock.Postgres:
 			vals += "statement_timestamp(), 300"

@@ -2,6 +2,7 @@ package dialect
 
 import (
 	"database/sql"
+	"strings"
 	"time"
 )
 
@@ -9,12 +10,11 @@ import (
 // <table>_waiters: one row per call that has waited a while, leased like a
 // lock (its Locker renews it) and deleted when the wait ends.
 type WaiterSQL struct {
-	// Insert writes a record for (key, memo, holds, ticket, waited µs,
-	// lease ms, data); with Returning it returns the record's number, else the
-	// result's LastInsertId is. The record's since_time is the database's
-	// now less the time already waited.
-	Insert    string
-	Returning bool
+	// Insert writes n records, each (number, key, memo, holds, ticket,
+	// waited µs, lease ms, data), its number chosen by the caller. The
+	// record's since_time is the database's now less the time already
+	// waited.
+	Insert *Sized
 	// Renew bumps update_time of the live records listed, by number.
 	Renew *Sized
 	// Ticket sets a record's FIFO ticket: (ticket, number).
@@ -28,6 +28,22 @@ type WaiterSQL struct {
 	ListKeyArgs int
 	// Reap deletes at most ReapBatch expired records.
 	Reap string
+}
+
+// InsertArgs is how many arguments each record of WaiterSQL.Insert takes.
+const InsertArgs = 8
+
+// RowsSQL is a Sized whose {rows} in tmpl is n rows, each row(first) with
+// the number of its first placeholder (placeholders numbered from 1, every
+// row taking perRow).
+func RowsSQL(tmpl string, perRow int, row func(first int) string) *Sized {
+	return NewSized(func(n int) string {
+		rows := make([]string, n)
+		for i := range rows {
+			rows[i] = row(1 + i*perRow)
+		}
+		return strings.Replace(tmpl, "{rows}", strings.Join(rows, ", "), 1)
+	})
 }
 
 // WaitersTable names the waiter table of table.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"log/slog"
+	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -190,8 +192,8 @@ func (r *Registry) run() {
 // idle is the wait of a goroutine with nothing to do but wait for a nudge.
 const idle = time.Hour
 
-// writeDue writes the records of the calls that have waited After, one
-// statement each, and returns how long until the next is due.
+// writeDue writes the records of the calls that have waited After, up to
+// MaxBatch per statement, and returns how long until the next is due.
 func (r *Registry) writeDue() time.Duration {
 	r.mu.Lock()
 	var due []*Call
@@ -205,52 +207,50 @@ func (r *Registry) writeDue() time.Duration {
 		delete(r.pending, c)
 	}
 	r.mu.Unlock()
-	for _, c := range due {
-		if r.off.Load() {
-			return idle
-		}
-		ticket := c.ticket.Load()
-		id, err := r.insert(c, ticket)
+	for len(due) > 0 && !r.off.Load() {
+		n := min(len(due), dialect.MaxBatch)
+		batch := due[:n]
+		due = due[n:]
+		ids, tickets, err := r.insert(batch)
 		r.mu.Lock()
-		switch {
-		case err != nil:
-			if !c.done && !r.off.Load() {
-				r.pending[c] = struct{}{} // tried again at the next beat
-				next = min(next, r.c.Beat)
+		for i, c := range batch {
+			switch {
+			case err != nil:
+				if !c.done && !r.off.Load() {
+					r.pending[c] = struct{}{} // tried again at the next beat
+					next = min(next, r.c.Beat)
+				}
+			case c.done:
+				r.gone = append(r.gone, ids[i])
+			default:
+				c.id, c.shown = ids[i], tickets[i]
+				r.written[c.id] = c
 			}
-		case c.done:
-			r.gone = append(r.gone, id)
-		default:
-			c.id, c.shown = id, ticket
-			r.written[id] = c
 		}
 		r.mu.Unlock()
 	}
 	return next
 }
 
-// insert writes c's record, showing ticket, and returns its number.
-func (r *Registry) insert(c *Call, ticket int64) (int64, error) {
+// insert writes the records of cs in one statement, numbered at random,
+// and returns their numbers and the tickets they show.
+func (r *Registry) insert(cs []*Call) (ids, tickets []int64, err error) {
 	ctx, cancel := context.WithTimeout(r.c.Ctx, r.c.TTL)
 	defer cancel()
-	waited := time.Since(c.start).Microseconds()
-	args := []any{c.key, c.memo, c.holds, ticket, waited, r.c.TTL.Milliseconds(), c.data}
-	var id int64
-	var err error
-	if r.sql.Returning {
-		err = dialect.QueryRow(ctx, r.c.Q, r.sql.Insert, args...).Scan(&id)
-	} else {
-		var res sql.Result
-		if res, err = r.c.Q.ExecContext(ctx, r.sql.Insert, args...); err == nil {
-			id, err = res.LastInsertId()
-		}
+	ids, tickets = make([]int64, len(cs)), make([]int64, len(cs))
+	args := make([]any, 0, len(cs)*dialect.InsertArgs)
+	lease := r.c.TTL.Milliseconds()
+	for i, c := range cs {
+		ids[i] = 1 + rand.Int64N(math.MaxInt64-1) // 63 random bits: no two Lockers meet
+		tickets[i] = c.ticket.Load()
+		args = append(args, ids[i], c.key, c.memo, c.holds, tickets[i], time.Since(c.start).Microseconds(), lease, c.data)
 	}
-	if err != nil {
-		r.failed("writing a waiter record", err)
-		return 0, err
+	if _, err = r.c.Q.ExecContext(ctx, r.sql.Insert.Text(len(cs)), args...); err != nil {
+		r.failed("writing waiter records", err)
+		return nil, nil, err
 	}
-	r.writes.Add(1)
-	return id, nil
+	r.writes.Add(int64(len(cs)))
+	return ids, tickets, nil
 }
 
 // failed logs a failed statement; a missing table turns records off.

@@ -1,5 +1,5 @@
 CREATE TABLE IF NOT EXISTS lock_table_waiters (
-    waiter      BIGINT          NOT NULL AUTO_INCREMENT,
+    waiter      BIGINT          NOT NULL,
     key_id      VARBINARY(255)  NOT NULL,
     memo        VARBINARY(255)  NOT NULL,
     holds       VARBINARY(8192) NOT NULL,

@@ -282,8 +282,8 @@ ON DUPLICATE KEY UPDATE key_id = key_id
 
 -- Waiter records (WaiterSQL): {w} the waiter table, {wlive} a live record w.
 -- name: waiters.insert
-INSERT INTO {w} (key_id, memo, holds, ticket, since_time, lease_ms, update_time, data)
-VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND, ?, UTC_TIMESTAMP(6), ?)
+-- {rows}: one row per record (WaiterSQL.Insert).
+INSERT INTO {w} (waiter, key_id, memo, holds, ticket, since_time, lease_ms, update_time, data) VALUES {rows}
 
 -- name: waiters.renew
 UPDATE {w} w SET w.update_time = UTC_TIMESTAMP(6) WHERE w.waiter IN ({list}) AND {wlive}

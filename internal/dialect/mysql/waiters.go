@@ -7,6 +7,11 @@ import (
 	"github.com/dblockhq/dblock/internal/dialect"
 )
 
+// insertRow is one record of waiters.insert.
+var insertRow = func(int) string {
+	return "(?, ?, ?, ?, ?, UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND, ?, UTC_TIMESTAMP(6), ?)"
+}
+
 // Waiters returns MySQL's waiter record statements (AUTO_INCREMENT numbers
 // the records).
 func (m *mysqlDialect) Waiters() *dialect.WaiterSQL {
@@ -15,7 +20,7 @@ func (m *mysqlDialect) Waiters() *dialect.WaiterSQL {
 		"{limit}", strconv.Itoa(dialect.ReapBatch))
 	bind := func(int) string { return "?" }
 	return &dialect.WaiterSQL{
-		Insert:      queries.Get("waiters.insert", r),
+		Insert:      dialect.RowsSQL(queries.Get("waiters.insert", r), dialect.InsertArgs, insertRow),
 		Renew:       dialect.ListSQL(queries.Get("waiters.renew", r), bind),
 		Ticket:      queries.Get("waiters.ticket", r),
 		Delete:      dialect.ListSQL(queries.Get("waiters.delete", r), bind),

@@ -264,8 +264,8 @@ ON CONFLICT (key_id) DO NOTHING
 
 -- Waiter records (WaiterSQL): {w} the waiter table, {wlive} a live record w.
 -- name: waiters.insert
-INSERT INTO {w} (key_id, memo, holds, ticket, since_time, lease_ms, data)
-VALUES ($1, $2, $3, $4, statement_timestamp() - $5::bigint * interval '1 microsecond', $6, $7) RETURNING waiter
+-- {rows}: one row per record (WaiterSQL.Insert).
+INSERT INTO {w} (waiter, key_id, memo, holds, ticket, since_time, lease_ms, update_time, data) VALUES {rows}
 
 -- name: waiters.renew
 UPDATE {w} w SET update_time = statement_timestamp() WHERE w.waiter IN ({list}) AND {wlive}

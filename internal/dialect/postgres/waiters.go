@@ -1,11 +1,21 @@
 package postgres
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/dblockhq/dblock/internal/dialect"
 )
+
+// insertRow is one record of waiters.insert.
+var insertRow = func(first int) string {
+	ph := make([]any, dialect.InsertArgs)
+	for i := range ph {
+		ph[i] = "$" + strconv.Itoa(first+i)
+	}
+	return fmt.Sprintf("(%s::bigint, %s::text, %s::text, %s::text, %s::bigint, statement_timestamp() - %s::bigint * interval '1 microsecond', %s::bigint, statement_timestamp(), %s::bytea)", ph...)
+}
 
 // Waiters returns PostgreSQL's waiter record statements. The table is
 // UNLOGGED, as the ticket table: records cost no WAL, and a crash empties
@@ -16,8 +26,7 @@ func (p *postgres) Waiters() *dialect.WaiterSQL {
 		"{limit}", strconv.Itoa(dialect.ReapBatch))
 	bind := func(i int) string { return "$" + strconv.Itoa(i) }
 	return &dialect.WaiterSQL{
-		Insert:      queries.Get("waiters.insert", r),
-		Returning:   true,
+		Insert:      dialect.RowsSQL(queries.Get("waiters.insert", r), dialect.InsertArgs, insertRow),
 		Renew:       dialect.ListSQL(queries.Get("waiters.renew", r), bind),
 		Ticket:      queries.Get("waiters.ticket", r),
 		Delete:      dialect.ListSQL(queries.Get("waiters.delete", r), bind),

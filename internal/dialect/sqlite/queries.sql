@@ -106,8 +106,8 @@ ON CONFLICT (key_id) DO NOTHING
 
 -- Waiter records (WaiterSQL): {w} the waiter table, {wlive} a live record w.
 -- name: waiters.insert
-INSERT INTO {w} (key_id, memo, holds, ticket, since_time, lease_ms, update_time, data)
-VALUES (?1, ?2, ?3, ?4, {now} - ?5, ?6, {now}, ?7)
+-- {rows}: one row per record (WaiterSQL.Insert).
+INSERT INTO {w} (waiter, key_id, memo, holds, ticket, since_time, lease_ms, update_time, data) VALUES {rows}
 
 -- name: waiters.renew
 UPDATE {w} AS w SET update_time = {now} WHERE w.waiter IN ({list}) AND {wlive}

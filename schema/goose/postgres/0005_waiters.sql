@@ -1,6 +1,6 @@
 -- +goose Up
 CREATE UNLOGGED TABLE IF NOT EXISTS lock_table_waiters (
-    waiter      BIGINT      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    waiter      BIGINT      NOT NULL PRIMARY KEY,
     key_id      TEXT        NOT NULL CHECK (octet_length(key_id) BETWEEN 1 AND 255),
     memo        TEXT        NOT NULL CHECK (octet_length(memo) <= 255),
     holds       TEXT        NOT NULL CHECK (octet_length(holds) <= 8192),

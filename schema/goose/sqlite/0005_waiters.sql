@@ -1,6 +1,6 @@
 -- +goose Up
 CREATE TABLE IF NOT EXISTS lock_table_waiters (
-    waiter      INTEGER PRIMARY KEY AUTOINCREMENT,
+    waiter      INTEGER PRIMARY KEY,
     key_id      TEXT    NOT NULL CHECK (length(CAST(key_id AS BLOB)) BETWEEN 1 AND 255),
     memo        TEXT    NOT NULL CHECK (length(CAST(memo AS BLOB)) <= 255),
     holds       TEXT    NOT NULL CHECK (length(CAST(holds AS BLOB)) <= 8192),
