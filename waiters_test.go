@@ -136,21 +136,7 @@ func TestWaitersNoneBeforeThreshold(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		lk := mustLock(t)(holder.Lock(ctx, "job"))
-		errs := waitIn(func() error {
-			got, err := waiter.Lock(ctx, "job")
-			if err == nil {
-				err = got.Unlock(ctx)
-			}
-			return err
-		})
-		awaitStats(t, waiter, 1)
-		if err := lk.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
+		waitBehind(ctx, t, holder, waiter, "job")
 		if n := dblock.WaiterRecordsWritten(waiter); n != 0 {
 			t.Fatalf("%d records written, want none", n)
 		}
@@ -158,6 +144,27 @@ func TestWaitersNoneBeforeThreshold(t *testing.T) {
 			t.Fatalf("Waiters = %+v, %v; want none", ws, err)
 		}
 	})
+}
+
+// waitBehind makes waiter wait for key, held by holder, until holder
+// releases it; then waiter takes and releases it.
+func waitBehind(ctx context.Context, t *testing.T, holder, waiter *dblock.Locker, key string) {
+	t.Helper()
+	lk := mustLock(t)(holder.Lock(ctx, key))
+	errs := waitIn(func() error {
+		got, err := waiter.Lock(ctx, key)
+		if err == nil {
+			err = got.Unlock(ctx)
+		}
+		return err
+	})
+	awaitStats(t, waiter, 1)
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
 }
 
 // awaitStats waits until l counts n waiting calls.
@@ -441,21 +448,7 @@ func TestWaitersOldSchema(t *testing.T) {
 		waiter, _ := newLocker(t, d, table, dblock.WithWaiterRecords(0))
 		ctx := ctxT(t, 60*time.Second)
 		for range 2 {
-			lk := mustLock(t)(holder.Lock(ctx, "job"))
-			errs := waitIn(func() error {
-				got, err := waiter.Lock(ctx, "job")
-				if err == nil {
-					err = got.Unlock(ctx)
-				}
-				return err
-			})
-			awaitStats(t, waiter, 1)
-			if err := lk.Unlock(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if err := <-errs; err != nil {
-				t.Fatal(err)
-			}
+			waitBehind(ctx, t, holder, waiter, "job")
 		}
 		if n := dblock.WaiterRecordsWritten(waiter); n != 0 {
 			t.Fatalf("%d records written, want none", n)
