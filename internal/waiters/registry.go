@@ -69,6 +69,8 @@ type Registry struct {
 	written map[int64]*Call    // records written, by number
 	gone    []int64            // records of calls that ended, to delete
 	started bool               // the goroutine runs (or was refused)
+	due     *time.Timer        // wakes the goroutine; set under mu
+	dueAt   time.Time          // when due fires
 	wake    chan struct{}      // nudges the goroutine; capacity 1
 
 	off    atomic.Bool  // the table is missing: records are not written
@@ -96,13 +98,20 @@ func (r *Registry) Add(key, memo string, holds []string, data []byte) *Call {
 	defer r.mu.Unlock()
 	if !r.started {
 		r.started = true
+		r.due, r.dueAt = time.NewTimer(idle), time.Now().Add(idle)
 		if !r.c.Spawn(r.run) {
 			r.off.Store(true)
 			return c
 		}
 	}
+	if at := c.start.Add(max(r.c.After, time.Millisecond)); at.Before(r.dueAt) {
+		// The goroutine sleeps until a pending record is due, a record is
+		// to be renewed, or a nudge: bring its timer forward rather than
+		// wake it, so that a wait shorter than After costs no wake-up.
+		r.due.Reset(time.Until(at))
+		r.dueAt = at
+	}
 	r.pending[c] = struct{}{}
-	r.nudge()
 	return c
 }
 
@@ -162,8 +171,7 @@ func (r *Registry) Live() int {
 // run writes, renews and deletes the records until the Locker closes,
 // then deletes those left.
 func (r *Registry) run() {
-	t := time.NewTimer(time.Hour)
-	defer t.Stop()
+	defer r.due.Stop()
 	lastRenew := time.Now()
 	for {
 		r.deleteGone(r.c.Ctx)
@@ -177,11 +185,16 @@ func (r *Registry) run() {
 		if len(r.written) > 0 {
 			next = min(next, time.Until(lastRenew.Add(r.c.Beat)))
 		}
+		if len(r.pending) > 0 {
+			next = min(next, r.c.Beat) // a write that failed, or one that Add scheduled meanwhile
+		}
+		next = max(next, time.Millisecond)
+		r.due.Reset(next)
+		r.dueAt = time.Now().Add(next)
 		r.mu.Unlock()
-		t.Reset(max(next, time.Millisecond))
 		select {
 		case <-r.wake:
-		case <-t.C:
+		case <-r.due.C:
 		case <-r.c.Ctx.Done():
 			r.closeAll()
 			return
