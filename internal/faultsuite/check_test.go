@@ -77,7 +77,7 @@ func (r *run) check() {
 		}
 	}
 
-	if historyOn(r.d, r.spec.Portable) {
+	if historyOn(r.d, r.spec.Portable, r.spec.DSN) {
 		r.checkLockHistory()
 	}
 

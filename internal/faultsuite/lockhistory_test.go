@@ -11,8 +11,14 @@ import (
 // runs it (PostgreSQL, not in portable mode): checkLockHistory holds it
 // against the workers' log.
 
-// historyOn reports whether the run's table records its history.
-func historyOn(d dblock.Dialect, portable bool) bool { return d == dblock.Postgres && !portable }
+// historyOn reports whether the run's table records its history: on
+// PostgreSQL, not in portable mode, and not in the failover suite (dsn
+// set), where a promoted standby may lack what the old primary committed
+// last and acknowledged without waiting for it (asynchronous standbys,
+// and releases, which commit without waiting for the WAL flush).
+func historyOn(d dblock.Dialect, portable bool, dsn string) bool {
+	return d == dblock.Postgres && !portable && dsn == ""
+}
 
 // checkLockHistory reads the table's history and checks it against what
 // the workers saw: every acquisition a worker got (an "acq" operation) is
