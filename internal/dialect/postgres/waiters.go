@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -10,11 +9,9 @@ import (
 
 // insertRow is one record of waiters.insert.
 var insertRow = func(first int) string {
-	ph := make([]any, dialect.InsertArgs)
-	for i := range ph {
-		ph[i] = "$" + strconv.Itoa(first+i)
-	}
-	return fmt.Sprintf("(%s::bigint, %s::text, %s::text, %s::text, %s::bigint, statement_timestamp() - %s::bigint * interval '1 microsecond', %s::bigint, statement_timestamp(), %s::bytea)", ph...)
+	p := func(i int) string { return "$" + strconv.Itoa(first+i) }
+	return "(" + p(0) + "::bigint, " + p(1) + "::text, " + p(2) + "::text, " + p(3) + "::text, " + p(4) + "::bigint, " +
+		"statement_timestamp() - " + p(5) + "::bigint * interval '1 microsecond', " + p(6) + "::bigint, statement_timestamp(), " + p(7) + "::bytea)"
 }
 
 // Waiters returns PostgreSQL's waiter record statements. The table is

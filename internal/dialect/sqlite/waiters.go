@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -10,11 +9,9 @@ import (
 
 // insertRow is one record of waiters.insert.
 var insertRow = func(first int) string {
-	ph := make([]any, dialect.InsertArgs)
-	for i := range ph {
-		ph[i] = "?" + strconv.Itoa(first+i)
-	}
-	return fmt.Sprintf("(%s, %s, %s, %s, %s, "+liteNow+" - %s, %s, "+liteNow+", %s)", ph...)
+	p := func(i int) string { return "?" + strconv.Itoa(first+i) }
+	return "(" + p(0) + ", " + p(1) + ", " + p(2) + ", " + p(3) + ", " + p(4) + ", " + liteNow + " - " + p(5) + ", " +
+		p(6) + ", " + liteNow + ", " + p(7) + ")"
 }
 
 // Waiters returns SQLite's waiter record statements.
