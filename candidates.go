@@ -33,9 +33,11 @@ func (e *Election) Candidates(ctx context.Context) ([]Candidate, error) {
 		return nil, err
 	}
 	var out []Candidate
+	leader := ""
 	info, err := e.l.Get(ctx, e.key)
 	switch {
 	case err == nil:
+		leader = info.Owner
 		out = append(out, Candidate{Value: info.Data(), Owner: info.Owner, Since: info.AcquiredAt, Leader: true})
 	case !errors.Is(err, ErrNotHeld):
 		return nil, err
@@ -45,6 +47,9 @@ func (e *Election) Candidates(ctx context.Context) ([]Candidate, error) {
 		return nil, err
 	}
 	for _, w := range ws {
+		if w.Owner == leader {
+			continue // the leader's own campaign, whose record its Locker has yet to delete
+		}
 		out = append(out, Candidate{Value: w.Data(), Owner: w.Owner, Since: w.Since})
 	}
 	return out, nil
