@@ -60,8 +60,15 @@ func WithHistoryRetention(d time.Duration) Option {
 	}
 }
 
-// installHistory runs schema/history/<dialect>.sql for table on conn.
-func installHistory(ctx context.Context, conn *sql.Conn, d dialect.Dialect, table string) error {
+// installHistory runs schema/history/<dialect>.sql for table on conn, or
+// says why the engine cannot have the history (see WithHistory).
+func installHistory(ctx context.Context, conn *sql.Conn, d dialect.Dialect, engine dialect.Engine, portable bool, table string) error {
+	if portable {
+		return fmt.Errorf("%w: WithHistory: the history is written by triggers, which %s does not run (portable mode)", ErrInvalidOption, engine)
+	}
+	if d.Name() == dialect.MySQL {
+		return fmt.Errorf("%w: WithHistory: not on MySQL or MariaDB, whose lock statements report the token through LAST_INSERT_ID, which a statement in a trigger resets", ErrInvalidOption)
+	}
 	text, err := fs.ReadFile(schema.FS, "history/"+d.Name()+".sql")
 	if err != nil {
 		return err

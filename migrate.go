@@ -170,13 +170,7 @@ func Migrate(ctx context.Context, db *sql.DB, opts ...Option) (err error) {
 		c.logger.Info("dblock: migrated", "table", c.table, "version", m.version, "name", m.name)
 	}
 	if c.history {
-		if portable {
-			return fmt.Errorf("%w: WithHistory: the history is written by triggers, which %s does not run (portable mode)", ErrInvalidOption, engine)
-		}
-		if d.Name() == dialect.MySQL {
-			return fmt.Errorf("%w: WithHistory: not on MySQL or MariaDB, whose lock statements report the token through LAST_INSERT_ID, which a statement in a trigger resets", ErrInvalidOption)
-		}
-		if err := installHistory(ctx, conn, d, c.table); err != nil {
+		if err := installHistory(ctx, conn, d, engine, portable, c.table); err != nil {
 			return err
 		}
 		c.logger.Info("dblock: history on", "table", c.table)

@@ -13,7 +13,7 @@ import (
 	"github.com/dblockhq/dblock/internal/dbtest"
 )
 
-// awaitWaiters reads l's Waiters for key until n are shown, and returns
+// awaitWaiterRecords reads l's Waiters for key until n are shown, and returns
 // them.
 func awaitWaiterRecords(t *testing.T, l *dblock.Locker, key string, n int) []dblock.WaiterInfo {
 	t.Helper()

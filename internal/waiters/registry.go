@@ -160,14 +160,6 @@ func (r *Registry) nudge() {
 // Written reports how many records the Registry has written, for tests.
 func (r *Registry) Written() int64 { return r.writes.Load() }
 
-// Live reports how many of its records are written and not deleted, for
-// tests.
-func (r *Registry) Live() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.written) + len(r.gone)
-}
-
 // run writes, renews and deletes the records until the Locker closes,
 // then deletes those left.
 func (r *Registry) run() {
