@@ -55,7 +55,7 @@ func (l *Locker) List(ctx context.Context) ([]LockInfo, error) {
 	if err := l.usable(); err != nil {
 		return nil, err
 	}
-	rows, err := l.d.List(ctx, l.db)
+	rows, err := l.e.D().List(ctx, l.db)
 	if err != nil {
 		return nil, l.e.WrapErr("list", "", err)
 	}
@@ -79,7 +79,7 @@ func (l *Locker) Get(ctx context.Context, key string) (LockInfo, error) {
 	if err := ValidateKey(key); err != nil {
 		return LockInfo{}, err
 	}
-	info, ok, err := l.d.Get(ctx, l.e.Q(), key)
+	info, ok, err := l.e.D().Get(ctx, l.e.Q(), key)
 	if err != nil {
 		return LockInfo{}, l.e.WrapErr("get", key, err)
 	}
@@ -111,7 +111,7 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (LockInfo, error) 
 	if !ok {
 		return LockInfo{}, fmt.Errorf("%w: %q: nothing holds it", ErrNotHeld, key)
 	}
-	if n := l.d.Notifier(); n != nil {
+	if n := l.e.D().Notifier(); n != nil {
 		// Wake the key's waiters now rather than at their next poll; the
 		// key is free whether or not this reaches them.
 		if err := n.Freed(ctx, l.db, []string{key}); err != nil {
@@ -127,9 +127,9 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (LockInfo, error) 
 // release in the history (WithHistory) as force-unlocked by operator(), in
 // one transaction; without a history table, the release alone.
 func (l *Locker) forceRelease(ctx context.Context, key string) (dialect.Info, bool, error) {
-	h := l.d.History()
+	h := l.e.D().History()
 	if h.Label == "" {
-		return l.d.ForceRelease(ctx, l.db, key)
+		return l.e.D().ForceRelease(ctx, l.db, key)
 	}
 	by := "by " + operator()
 	tx, err := l.db.BeginTx(ctx, nil)
@@ -142,17 +142,17 @@ func (l *Locker) forceRelease(ctx context.Context, key string) (dialect.Info, bo
 			return dialect.Info{}, false, err
 		}
 	}
-	info, ok, err := l.d.ForceRelease(ctx, tx, key)
+	info, ok, err := l.e.D().ForceRelease(ctx, tx, key)
 	if err != nil || !ok {
 		return info, ok, err
 	}
 	if !h.LabelFirst {
 		if _, err := tx.ExecContext(ctx, h.Label, by, key, info.Token); err != nil {
-			if l.d.Classify(err) != dialect.NoTable {
+			if l.e.D().Classify(err) != dialect.NoTable {
 				return info, false, err
 			}
 			_ = tx.Rollback() // no history table (version < 6): the release alone
-			return l.d.ForceRelease(ctx, l.db, key)
+			return l.e.D().ForceRelease(ctx, l.db, key)
 		}
 	}
 	return info, true, tx.Commit()
@@ -172,4 +172,29 @@ func operator() string {
 		host = "unknown"
 	}
 	return name + "@" + host + " pid " + strconv.Itoa(os.Getpid())
+}
+
+// Reap deletes expired and released rows from the lock table, in batches of
+// at most 500 rows each in its own short transaction, and returns how many it
+// deleted. It never deletes a live lock (the condition is checked again on the
+// locked row), and any number of nodes may reap at once. Fencing tokens stay
+// increasing across the deletion. A batch the database rolled back (deadlock,
+// serialization failure) is tried again a few times. On PostgreSQL a batch
+// first waits up to 50 ms for the table's reap fence, which other reapers and
+// acquires in flight hold; a batch that cannot get it is tried again after a
+// short pause, for about two seconds in all, before Reap gives up with
+// ErrLockTimeout (sooner when ctx ends or the Locker closes). See package
+// reaper to run it on a schedule.
+//
+// Reap then deletes the FIFO tickets (WithFIFO) and the waiter records
+// (WithWaiterRecords) whose lease has ended; they are not counted, and a
+// failure there is logged, not returned: an expired ticket is passed over
+// by every waiter, and a lapsed record is shown by no reader, whether or
+// not it is deleted. Last it deletes the history rows (WithHistory) older
+// than WithHistoryRetention.
+func (l *Locker) Reap(ctx context.Context) (int, error) {
+	if err := l.usable(); err != nil {
+		return 0, err
+	}
+	return l.e.Reap(ctx, l.cfg.historyKeep)
 }

@@ -1,7 +1,6 @@
 package dblock
 
 import (
-	"context"
 	"database/sql"
 	"fmt"
 	"log/slog"
@@ -9,8 +8,10 @@ import (
 	"time"
 
 	"github.com/dblockhq/dblock/internal/core"
-	"github.com/dblockhq/dblock/internal/dberr"
 	"github.com/dblockhq/dblock/internal/dialect"
+	"github.com/dblockhq/dblock/internal/dialect/mysql"
+	"github.com/dblockhq/dblock/internal/dialect/postgres"
+	"github.com/dblockhq/dblock/internal/dialect/sqlite"
 	"github.com/dblockhq/dblock/internal/loglimit"
 	"github.com/dblockhq/dblock/internal/wait"
 )
@@ -22,7 +23,6 @@ type Locker struct {
 	e       *core.Engine // takes, waits for, hands over and releases keys
 	cfg     config
 	dialect Dialect
-	d       dialect.Dialect
 	db      *sql.DB
 	log     *slog.Logger
 	obs     Observer // WithObserver; nil: none
@@ -52,7 +52,7 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Locker{db: db, d: d, dialect: name, cfg: c, log: loglimit.Warnings(c.logger, c.warnEvery), obs: c.observer}
+	l := &Locker{db: db, dialect: name, cfg: c, log: loglimit.Warnings(c.logger, c.warnEvery), obs: c.observer}
 	l.doneWaiting = func(acquired, error) { l.waiting.Add(-1) }
 	ec := core.Config{
 		DB: db, D: d, Table: c.table, TTL: c.ttl, Beat: c.heartbeat,
@@ -120,4 +120,32 @@ func (l *Locker) Held() int {
 	return l.e.Held()
 }
 
-func ctxErr(ctx context.Context) error { return dberr.Ctx(ctx) }
+// dialects builds each dialect's SQL over a validated table name.
+var dialects = map[Dialect]func(dialect.Config) dialect.Dialect{
+	Postgres: postgres.New,
+	MySQL:    mysql.New,
+	SQLite:   sqlite.New,
+}
+
+// detectDialect learns the dialect from db's driver.
+func detectDialect(db *sql.DB) (Dialect, error) {
+	name, ok, drv := dialect.Detect(db.Driver())
+	switch {
+	case ok:
+		return Dialect(name), nil
+	case drv == "":
+		return "", fmt.Errorf("%w: nil driver; pass WithDialect", ErrUnknownDialect)
+	}
+	return "", fmt.Errorf("%w: driver %s; pass WithDialect", ErrUnknownDialect, drv)
+}
+
+func resolveDialect(db *sql.DB, c config) (dialect.Dialect, Dialect, error) {
+	name := c.dialect
+	if name == "" {
+		var err error
+		if name, err = detectDialect(db); err != nil {
+			return nil, "", err
+		}
+	}
+	return dialects[name](dialect.Config{Table: c.table, DurableRelease: c.durableRelease, Portable: c.portable}), name, nil
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dblockhq/dblock/internal/core"
+	"github.com/dblockhq/dblock/internal/keys"
 	"github.com/dblockhq/dblock/internal/lockrun"
 )
 
@@ -14,7 +15,7 @@ import (
 var ErrNoLeader = errors.New("dblock: no leader")
 
 // electionPrefix names an election's lock key, apart from plain locks.
-const electionPrefix = "election/"
+const electionPrefix = keys.Election
 
 // Election elects one leader at a time among the processes that campaign
 // under one name: the leader holds the election's lock, whose Data is the
@@ -226,7 +227,7 @@ func (t *Term) Proclaim(ctx context.Context, value []byte) error {
 		return fmt.Errorf("%w: election %q: %w", ErrNotHeld, t.e.name, err)
 	}
 	l := t.e.l
-	ok, err := l.d.SetData(ctx, l.e.Q(), t.lk.Key(), t.lk.Owner(), t.lk.Token(), lc.cfg.Value())
+	ok, err := l.e.D().SetData(ctx, l.e.Q(), t.lk.Key(), t.lk.Owner(), t.lk.Token(), lc.cfg.Value())
 	if err != nil {
 		return l.e.WrapErr("proclaim", t.lk.Key(), err)
 	}
@@ -263,4 +264,53 @@ func RunWhileLeader(ctx context.Context, e *Election, value []byte, fn func(ctx 
 		}
 		e.l.log.Info("dblock: leadership lost; campaigning again", "election", e.name, "err", err)
 	}
+}
+
+// Candidate is one participant of an election: its leader, or a call of
+// Campaign that waits for the leadership.
+type Candidate struct {
+	// Value is the value it campaigns with (the leader's: as proclaimed).
+	Value []byte
+	// Owner is the memo its term is (or will be) held under: host:pid: and
+	// a random part, or the Owner it campaigns with.
+	Owner string
+	// Since is when its term began (the leader) or when it started to
+	// campaign, by the database's clock.
+	Since time.Time
+	// Leader says that it leads now.
+	Leader bool
+}
+
+// Candidates returns the election's participants from every process, as
+// Curator's getParticipants does: the leader first, if any, then those
+// that campaign, longest first. A campaign shows once it has waited its
+// Locker's WithWaiterRecords (1 s by default): a candidate that wins at
+// once is never listed as waiting. The leader is read from the lock table
+// and the rest from the waiter records, in two reads: a term that changes
+// hands between them may show its new leader twice or not at all.
+func (e *Election) Candidates(ctx context.Context) ([]Candidate, error) {
+	if err := e.usable(); err != nil {
+		return nil, err
+	}
+	var out []Candidate
+	leader := ""
+	info, err := e.l.Get(ctx, e.key)
+	switch {
+	case err == nil:
+		leader = info.Owner
+		out = append(out, Candidate{Value: info.Data(), Owner: info.Owner, Since: info.AcquiredAt, Leader: true})
+	case !errors.Is(err, ErrNotHeld):
+		return nil, err
+	}
+	ws, err := e.l.Waiters(ctx, e.key)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range ws {
+		if w.Owner == leader {
+			continue // the leader's own campaign, whose record its Locker has yet to delete
+		}
+		out = append(out, Candidate{Value: w.Data(), Owner: w.Owner, Since: w.Since})
+	}
+	return out, nil
 }

@@ -26,8 +26,8 @@ type Counts struct {
 // CountStatements makes l count the statements that take and give up keys.
 // Test hook.
 func CountStatements(l *Locker) *Counts {
-	c := &countingQuerier{Querier: l.e.Q(), c: new(Counts), kinds: l.d.Kinds()}
-	c.kinds[l.d.Queue().State] = "queue read"
+	c := &countingQuerier{Querier: l.e.Q(), c: new(Counts), kinds: l.e.D().Kinds()}
+	c.kinds[l.e.D().Queue().State] = "queue read"
 	l.setQuerier(c)
 	return c.c
 }
@@ -43,7 +43,7 @@ func (l *Locker) parts() core.Parts { return l.e.Parts() }
 // handovers. Test hook.
 func CountAcquires(l *Locker) *atomic.Int64 {
 	n := new(atomic.Int64)
-	l.setQuerier(&countingQuerier{Querier: l.e.Q(), c: new(Counts), kinds: l.d.Kinds(), onTake: func() { n.Add(1) }})
+	l.setQuerier(&countingQuerier{Querier: l.e.Q(), c: new(Counts), kinds: l.e.D().Kinds(), onTake: func() { n.Add(1) }})
 	return n
 }
 
@@ -106,7 +106,7 @@ func (c *countingQuerier) QueryRowContext(ctx context.Context, q string, args ..
 // if notify) on q, a *sql.Tx or *sql.Conn of the caller's, which the caller
 // then inspects. Lk stays registered. Test hook.
 func ReleaseOn(ctx context.Context, l *Locker, q dialect.Querier, lk *Lock, notify bool) (bool, error) {
-	if n := l.d.Notifier(); n != nil && notify {
+	if n := l.e.D().Notifier(); n != nil && notify {
 		return n.ReleaseNotify(ctx, q, l.parts().ID, lk.Key(), lk.Owner(), lk.Token())
 	}
 	return l.parts().Acquire.Release(ctx, q, lk.Key(), lk.Owner(), lk.Token(), false)
@@ -244,7 +244,7 @@ func WantedElsewhere(l *Locker, key string) bool { return l.e.WantedElsewhere(ke
 // oldest FIFO ticket, and returns the ticket and token given (zeros when
 // none). Lk stays registered. Test hook.
 func PassOn(ctx context.Context, l *Locker, lk *Lock) (ok bool, ticket, token int64, err error) {
-	ok, g, err := l.d.Passer().Pass(ctx, l.e.Q(), l.parts().ID, lk.Key(), lk.Owner(), lk.Token(), 0, -1)
+	ok, g, err := l.e.D().Passer().Pass(ctx, l.e.Q(), l.parts().ID, lk.Key(), lk.Owner(), lk.Token(), 0, -1)
 	return ok, g.Ticket, g.Token, err
 }
 
@@ -253,7 +253,7 @@ func PassOn(ctx context.Context, l *Locker, lk *Lock) (ok bool, ticket, token in
 // grants by ticket, and returns the ticket and token given (zeros when
 // none). Lk stays registered. Test hook.
 func PassTo(ctx context.Context, l *Locker, lk *Lock, next int64) (ok bool, ticket, token int64, err error) {
-	ok, g, err := l.d.Passer().Pass(ctx, l.e.Q(), l.parts().ID, lk.Key(), lk.Owner(), lk.Token(), 0, next)
+	ok, g, err := l.e.D().Passer().Pass(ctx, l.e.Q(), l.parts().ID, lk.Key(), lk.Owner(), lk.Token(), 0, next)
 	return ok, g.Ticket, g.Token, err
 }
 
@@ -307,7 +307,7 @@ func FineClock(l *Locker) (made, stopped bool) { return l.parts().Clock.State() 
 // with the statement's text and arguments (what the statement would do can
 // so be done first, on another connection). Test hook.
 func BeforeHandoff(l *Locker, hook func(query string, args []any)) {
-	l.setQuerier(&handoffHook{Querier: l.e.Q(), kinds: l.d.Kinds(), hook: hook})
+	l.setQuerier(&handoffHook{Querier: l.e.Q(), kinds: l.e.D().Kinds(), hook: hook})
 }
 
 type handoffHook struct {

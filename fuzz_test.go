@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dblockhq/dblock/internal/dialect"
+	"github.com/dblockhq/dblock/internal/migrate"
 )
 
 // FuzzValidateKey: a key is accepted exactly when it is 1..MaxKeyLen bytes
@@ -105,12 +106,12 @@ func statements(t testing.TB, f func(dialect.Config) dialect.Dialect, table stri
 	out = slices.DeleteFunc(out, func(s string) bool { return s == table }) // the name itself, not SQL
 	create, insert := d.VersionSQL()
 	out = append(out, create, insert)
-	migs, err := loadMigrations(d, table)
+	migs, err := migrate.Load(d, table)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range migs {
-		out = append(out, m.statements...)
+		out = append(out, m.Statements...)
 	}
 	return out
 }

@@ -2,14 +2,10 @@ package dblock
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
-	"io/fs"
 	"time"
 
 	"github.com/dblockhq/dblock/internal/dialect"
-	"github.com/dblockhq/dblock/schema"
 )
 
 // DefaultHistoryRetention is how long Reap keeps history rows by default.
@@ -60,27 +56,6 @@ func WithHistoryRetention(d time.Duration) Option {
 	}
 }
 
-// installHistory runs schema/history/<dialect>.sql for table on conn, or
-// says why the engine cannot have the history (see WithHistory).
-func installHistory(ctx context.Context, conn *sql.Conn, d dialect.Dialect, engine dialect.Engine, portable bool, table string) error {
-	if portable {
-		return fmt.Errorf("%w: WithHistory: the history is written by triggers, which %s does not run (portable mode)", ErrInvalidOption, engine)
-	}
-	if d.Name() == dialect.MySQL {
-		return fmt.Errorf("%w: WithHistory: not on MySQL or MariaDB, whose lock statements report the token through LAST_INSERT_ID, which a statement in a trigger resets", ErrInvalidOption)
-	}
-	text, err := fs.ReadFile(schema.FS, "history/"+d.Name()+".sql")
-	if err != nil {
-		return err
-	}
-	for _, stmt := range splitStatements(renameTable(string(text), table, d.Quote)) {
-		if _, err := conn.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("dblock: migrate: turning the history on: %w\n%s", err, firstLine(stmt))
-		}
-	}
-	return nil
-}
-
 // Event kinds of the history (HistoryEvent.Event).
 const (
 	EventAcquired      = "acquired"       // a lease began (Detail "handed over": from a holder of this Locker, or a FIFO grant)
@@ -121,7 +96,7 @@ func (l *Locker) History(ctx context.Context, key string, since time.Time, limit
 			return nil, err
 		}
 	}
-	rows, err := dialect.ListHistory(ctx, l.d.History(), l.e.Q(), key, since, limit)
+	rows, err := dialect.ListHistory(ctx, l.e.D().History(), l.e.Q(), key, since, limit)
 	if err != nil {
 		return nil, l.e.WrapErr("history", key, err)
 	}
@@ -130,15 +105,4 @@ func (l *Locker) History(ctx context.Context, key string, since time.Time, limit
 		out[i] = HistoryEvent(r)
 	}
 	return out, nil
-}
-
-// reapHistory deletes history rows older than the retention (see Reap).
-func (l *Locker) reapHistory(ctx context.Context) {
-	n, err := dialect.ReapHistory(ctx, l.d, l.db, l.cfg.historyKeep)
-	if err != nil && !errors.Is(err, context.Canceled) {
-		l.log.Warn("dblock: reaping old history failed", "err", l.e.WrapErr("reap history", "", err))
-	}
-	if n > 0 {
-		l.log.Info("dblock: reaped old history", "count", n)
-	}
 }

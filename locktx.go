@@ -108,7 +108,7 @@ func (l *Locker) lockTx(ctx context.Context, tx *sql.Tx, key string, opts []Lock
 	if err != nil {
 		return nil, err
 	}
-	td, err := txDialect(l.d, "LockTx")
+	td, err := txDialect(l.e.D(), "LockTx")
 	if err != nil {
 		return nil, err
 	}

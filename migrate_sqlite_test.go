@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/dblockhq/dblock/internal/dialect"
+	"github.com/dblockhq/dblock/internal/migrate"
 	_ "modernc.org/sqlite"
 )
 
@@ -12,11 +13,11 @@ import (
 // that splitting at line-ending semicolons keeps it whole, and it renames
 // with the table.
 func TestSQLiteMigrationStatements(t *testing.T) {
-	migs, err := loadMigrations(dialects[SQLite](dialect.Config{Table: "t_abc"}), "t_abc")
+	migs, err := migrate.Load(dialects[SQLite](dialect.Config{Table: "t_abc"}), "t_abc")
 	if err != nil || len(migs) == 0 {
-		t.Fatalf("loadMigrations = %v, %v", migs, err)
+		t.Fatalf("migrate.Load = %v, %v", migs, err)
 	}
-	stmts := migs[0].statements
+	stmts := migs[0].Statements
 	if len(stmts) != 4 {
 		t.Fatalf("%d statements, want 4:\n%s", len(stmts), strings.Join(stmts, "\n--\n"))
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dblockhq/dblock/internal/core"
+	"github.com/dblockhq/dblock/internal/keys"
 	"github.com/dblockhq/dblock/internal/retry"
 )
 
@@ -19,7 +20,7 @@ const MaxReaders = 64
 
 // rwPrefix names a shared key's rows: rw/<key>/w for the writer and
 // rw/<key>/r/<i> for the readers' slots, i < MaxReaders.
-const rwPrefix = "rw/"
+const rwPrefix = keys.Shared
 
 // sharedRows are the rows of one shared key.
 type sharedRows struct {
@@ -162,7 +163,7 @@ func (c *sharedCall) read(ctx context.Context) (*Lock, error) {
 // rows' key (an error wrapping ErrLocked) and which reader slots are free.
 func (c *sharedCall) freeSlots(ctx context.Context) ([]string, error) {
 	l, rows, owner := c.l, c.rows, c.lc.cfg.Owner
-	held, err := l.d.HeldKeys(ctx, l.e.Q(), append([]string{rows.writer}, rows.slots...), owner)
+	held, err := l.e.D().HeldKeys(ctx, l.e.Q(), append([]string{rows.writer}, rows.slots...), owner)
 	if err != nil {
 		return nil, l.e.WrapErr("check the holders of", rows.key, err)
 	}
@@ -260,7 +261,7 @@ func (c *sharedCall) write(ctx context.Context) (*Lock, error) {
 // heldAny reports whether an owner other than owner holds any of keys.
 func (c *sharedCall) heldAny(ctx context.Context, keys []string) (bool, error) {
 	l, owner := c.l, c.lc.cfg.Owner
-	held, err := l.d.HeldKeys(ctx, l.e.Q(), keys, owner)
+	held, err := l.e.D().HeldKeys(ctx, l.e.Q(), keys, owner)
 	return len(held) > 0, err
 }
 

@@ -2,21 +2,19 @@ package dblock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/dblockhq/dblock/internal/core"
-	"github.com/dblockhq/dblock/internal/dialect"
-	"github.com/dblockhq/dblock/internal/owner"
+	"github.com/dblockhq/dblock/internal/keys"
 )
 
 // MaxPermits bounds a Semaphore's permits.
 const MaxPermits = 1000
 
 // semaphorePrefix names a semaphore's permit keys: semaphore/<name>/<i>.
-const semaphorePrefix = "semaphore/"
+const semaphorePrefix = keys.Semaphore
 
 // Semaphore hands out at most a fixed number of permits at a time, across
 // processes. Each permit is a row lock of its own (the key
@@ -31,8 +29,7 @@ type Semaphore struct {
 	l    *Locker
 	name string
 	keys []string
-	turn chan struct{} // held by the one goroutine of this Semaphore that polls
-	kick chan struct{} // a permit was released here: poll at once
+	any  *core.AnyKey // takes a free permit, and waits for one
 }
 
 // NewSemaphore returns the semaphore called name with permits permits (1 to
@@ -48,7 +45,7 @@ func NewSemaphore(l *Locker, name string, permits int) (*Semaphore, error) {
 	if name == "" {
 		return nil, fmt.Errorf("%w: empty semaphore name", ErrInvalidKey)
 	}
-	s := &Semaphore{l: l, name: name, turn: make(chan struct{}, 1), kick: make(chan struct{}, 1)}
+	s := &Semaphore{l: l, name: name}
 	for i := range permits {
 		key := semaphorePrefix + name + "/" + strconv.Itoa(i)
 		if err := ValidateKey(key); err != nil {
@@ -56,6 +53,7 @@ func NewSemaphore(l *Locker, name string, permits int) (*Semaphore, error) {
 		}
 		s.keys = append(s.keys, key)
 	}
+	s.any = l.e.NewAnyKey(name, s.keys)
 	return s, nil
 }
 
@@ -114,79 +112,22 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Permit, error) {
 	return p, err
 }
 
-// acquire is Acquire after its checks; Acquire turns errors that Close
-// caused into ErrClosed.
+// acquire is Acquire after its checks.
 func (s *Semaphore) acquire(ctx context.Context) (*Permit, error) {
-	select {
-	case s.turn <- struct{}{}:
-	case <-ctx.Done():
-		return nil, core.WaitEnded(ctx, s.name, nil)
+	k, err := s.any.Wait(ctx)
+	if err != nil {
+		return nil, err
 	}
-	defer func() { <-s.turn }()
-	b := s.l.e.WaitBackoff(s.l.cfg.ttl)
-	var lastErr error
-	for {
-		p, err := s.try(ctx)
-		if err == nil {
-			return p, nil
-		}
-		if !errors.Is(err, ErrLocked) && !s.l.e.RideOut(ctx, s.name, err, &lastErr) {
-			return nil, err
-		}
-		t := time.NewTimer(b.Next())
-		select {
-		case <-t.C:
-		case <-s.kick:
-			t.Stop()
-		case <-ctx.Done():
-			t.Stop()
-			return nil, core.WaitEnded(ctx, s.name, lastErr)
-		}
-	}
+	return &Permit{s: s, lk: lockOf(k)}, nil
 }
 
-// try makes one attempt. The statement runs to its end even if ctx ends
-// meanwhile, so that a permit it took is known and released again rather
-// than left held for a lease.
+// try is TryAcquire after its checks.
 func (s *Semaphore) try(ctx context.Context) (*Permit, error) {
-	l := s.l
-	lc := core.LockConfig{Owner: owner.New(), TTL: l.cfg.ttl}
-	for attempt := 0; ; attempt++ {
-		start := time.Now()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		key, token, ok, err := l.d.TakeAny(sctx, l.e.Q(), s.keys, lc.Owner, lc.TTL)
-		if err == nil && !ok && attempt == 0 {
-			// Rows released and then reaped are missing: create them, once
-			// per attempt, and try again.
-			var created int
-			if created, err = l.d.Ensure(sctx, l.e.Q(), s.keys); err == nil && created > 0 {
-				cancel()
-				continue
-			}
-		}
-		cancel()
-		if err != nil {
-			if l.d.Classify(err) == dialect.RolledBack && attempt < core.MaxRollbackRetries && ctx.Err() == nil {
-				continue
-			}
-			return nil, l.e.WrapErr("acquire a permit of", s.name, err)
-		}
-		if !ok {
-			return nil, fmt.Errorf("%w: semaphore %q: all %d permits held", ErrLocked, s.name, len(s.keys))
-		}
-		k, err := l.e.Adopt(ctx, key, lc, token, start)
-		if err != nil {
-			return nil, err
-		}
-		lk := lockOf(k)
-		if ctx.Err() != nil { // the caller left while the statement ran
-			if err := lk.Unlock(ctx); err != nil {
-				l.log.Warn("dblock: releasing a permit taken after its caller left failed; it ends with its lease", "key", key, "err", err)
-			}
-			return nil, ctxErr(ctx)
-		}
-		return &Permit{s: s, lk: lk}, nil
+	k, err := s.any.Try(ctx)
+	if err != nil {
+		return nil, err
 	}
+	return &Permit{s: s, lk: lockOf(k)}, nil
 }
 
 // Permit is one permit of a Semaphore, held until Release, until its
@@ -247,9 +188,6 @@ func (p *Permit) Release(ctx context.Context) error {
 	if p == nil || p.s == nil {
 		return err
 	}
-	select {
-	case p.s.kick <- struct{}{}:
-	default:
-	}
+	p.s.any.Freed()
 	return err
 }

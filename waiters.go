@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dblockhq/dblock/internal/keys"
 	"github.com/dblockhq/dblock/internal/owner"
 	"github.com/dblockhq/dblock/internal/waiters"
 )
@@ -40,7 +41,7 @@ func WithWaiterRecords(after time.Duration) Option {
 
 // waitSlot ends the key of a semaphore's waiter record: no permit's key
 // ends so (Describe).
-const waitSlot = "*"
+const waitSlot = keys.WaitSlot
 
 // holdsKey is the context key of the keys a call holds while it waits
 // (LockAll's), for its waiter record.
@@ -138,7 +139,7 @@ func (l *Locker) Waiters(ctx context.Context, key string) ([]WaiterInfo, error) 
 			return nil, err
 		}
 	}
-	rows, err := waiters.List(ctx, l.d, l.e.Q(), key)
+	rows, err := waiters.List(ctx, l.e.D(), l.e.Q(), key)
 	if err != nil {
 		return nil, l.e.WrapErr("list waiters", key, err)
 	}
@@ -155,11 +156,11 @@ type Kind string
 
 // The kinds of keys (Describe).
 const (
-	KindLock   Kind = "lock"   // a lock: Lock, TryLock, LockAll, LockTx
-	KindLeader Kind = "leader" // an election's leadership: Campaign
-	KindPermit Kind = "permit" // a semaphore's permit: Acquire
-	KindReader Kind = "reader" // a shared key's reader: RLock
-	KindWriter Kind = "writer" // a shared key's writer: WLock
+	KindLock   Kind = keys.Lock   // a lock: Lock, TryLock, LockAll, LockTx
+	KindLeader Kind = keys.Leader // an election's leadership: Campaign
+	KindPermit Kind = keys.Permit // a semaphore's permit: Acquire
+	KindReader Kind = keys.Reader // a shared key's reader: RLock
+	KindWriter Kind = keys.Writer // a shared key's writer: WLock
 )
 
 // Resource is what a key stands for: a lock of that key, or the
@@ -194,46 +195,75 @@ func (r Resource) String() string {
 // semaphores and shared locks (which plain keys cannot take, see
 // ValidatePlainKey).
 func Describe(key string) Resource {
-	if name, ok := strings.CutPrefix(key, electionPrefix); ok {
-		return Resource{Kind: KindLeader, Name: name, Slot: -1}
-	}
-	if rest, ok := strings.CutPrefix(key, semaphorePrefix); ok {
-		if name, ok := strings.CutSuffix(rest, "/"+waitSlot); ok {
-			return Resource{Kind: KindPermit, Name: name, Slot: -1}
-		}
-		if name, n, ok := cutSlot(rest); ok {
-			return Resource{Kind: KindPermit, Name: name, Slot: n}
-		}
-	}
-	if rest, ok := strings.CutPrefix(key, rwPrefix); ok {
-		if name, ok := strings.CutSuffix(rest, "/w"); ok {
-			return Resource{Kind: KindWriter, Name: name, Slot: -1}
-		}
-		if name, ok := strings.CutSuffix(rest, "/r"); ok {
-			return Resource{Kind: KindReader, Name: name, Slot: -1}
-		}
-		if name, n, ok := cutSlot(rest); ok {
-			if name, ok := strings.CutSuffix(name, "/r"); ok {
-				return Resource{Kind: KindReader, Name: name, Slot: n}
-			}
-		}
-	}
-	return Resource{Kind: KindLock, Name: key, Slot: -1}
+	kind, name, slot := keys.Describe(key)
+	return Resource{Kind: Kind(kind), Name: name, Slot: slot}
 }
 
-// cutSlot splits "name/N" into name and N, N a decimal number without
-// leading zeros.
-func cutSlot(s string) (string, int, bool) {
-	i := strings.LastIndexByte(s, '/')
-	if i <= 0 || i == len(s)-1 || len(s)-i > 8 || (s[i+1] == '0' && len(s)-i > 2) {
-		return "", 0, false
+// Chain is one line of who blocks whom: a waiting call, what holds what it
+// waits for, and, where that holder waits itself, its wait, and so on.
+type Chain struct {
+	// Steps are the waits along the chain: Steps[0] is a call nobody
+	// waits on, and each next step is the wait of a holder of the step
+	// before.
+	Steps []Step
+	// Cycle says that the chain closes on itself: the last step's holder
+	// waits in a step before it. That is a deadlock, which only the waits'
+	// contexts (or a lease running out) end.
+	Cycle bool
+}
+
+// Step is one waiting call of a Chain and the holders of what it waits
+// for: one for a lock or an election, those of the permits for a
+// semaphore, the writer (and for a writer, the readers) for a shared key.
+// Holders is empty when what it waits for was freed since, or is held
+// by a transaction (LockTx), which the table does not show.
+type Step struct {
+	Waiter  WaiterInfo
+	Holders []LockInfo
+}
+
+// Blocked returns who blocks whom, from every process: one Chain per
+// waiting call that no other call waits on (as Waiters shows them),
+// following each holder that waits itself. A holder waits when a waiting
+// call holds its key (LockAll, which waits for its next key while it holds
+// the earlier ones) or takes keys under the same memo (Owner). A chain
+// that comes back to a call it passed is a Cycle.
+func (l *Locker) Blocked(ctx context.Context) ([]Chain, error) {
+	ws, err := l.Waiters(ctx, "")
+	if err != nil {
+		return nil, err
 	}
-	n := 0
-	for _, ch := range s[i+1:] {
-		if ch < '0' || ch > '9' {
-			return "", 0, false
+	if len(ws) == 0 {
+		return nil, nil
+	}
+	held, err := l.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return chains(ws, held), nil
+}
+
+// chains links waiters to the holders of what they wait for (see Blocked).
+func chains(ws []WaiterInfo, held []LockInfo) []Chain {
+	wn := make([]waiters.Node, len(ws))
+	for i, w := range ws {
+		wn[i] = waiters.Node{Key: w.Key, Owner: w.Owner, Holds: w.Holds()}
+	}
+	hn := make([]waiters.Node, len(held))
+	for i, h := range held {
+		hn[i] = waiters.Node{Key: h.Key, Owner: h.Owner}
+	}
+	var out []Chain
+	for _, c := range waiters.Chains(wn, hn, keys.Blocks) {
+		ch := Chain{Cycle: c.Cycle}
+		for i, w := range c.Steps {
+			s := Step{Waiter: ws[w]}
+			for _, h := range c.Holders[i] {
+				s.Holders = append(s.Holders, held[h])
+			}
+			ch.Steps = append(ch.Steps, s)
 		}
-		n = n*10 + int(ch-'0')
+		out = append(out, ch)
 	}
-	return s[:i], n, true
+	return out
 }

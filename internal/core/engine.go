@@ -230,9 +230,5 @@ func (e *Engine) Spawn(f func()) bool { return e.spawn(f) }
 // Closing is closed when Close begins.
 func (e *Engine) Closing() <-chan struct{} { return e.closing }
 
-// ReapQueue deletes the tickets whose lease ran out (WithFIFO's queue
-// table), in any mode.
-func (e *Engine) ReapQueue(ctx context.Context) (int, error) { return e.fifo.Reap(ctx) }
-
 // Log is the engine's logger.
 func (e *Engine) Log() *slog.Logger { return e.log }

@@ -1,0 +1,97 @@
+// Package keys is how dblock's primitives name their rows in the lock
+// table: an election's leadership, a semaphore's permits, a shared key's
+// readers and writer, each under a prefix that plain keys cannot take;
+// and, from a key, what it stands for (Describe) and which rows keep a
+// waiter for it waiting (Blocks). It holds no state.
+package keys
+
+import "strings"
+
+// The prefixes and the waiter slot of the primitives' keys.
+const (
+	Election  = "election/"  // election/<name>: the leadership
+	Semaphore = "semaphore/" // semaphore/<name>/<i>: permit i
+	Shared    = "rw/"        // rw/<key>/w: the writer; rw/<key>/r/<i>: reader i
+	// WaitSlot ends the key of a waiter's record that waits for any
+	// permit (semaphore/<name>/*).
+	WaitSlot = "*"
+)
+
+// The kinds of keys (dblock.Kind).
+const (
+	Lock   = "lock"
+	Leader = "leader"
+	Permit = "permit"
+	Reader = "reader"
+	Writer = "writer"
+)
+
+// Describe returns what key stands for: its kind, the name the program
+// gave, and the permit's or reader's number (-1: none, or a waiter's
+// record that waits for any of them).
+func Describe(key string) (kind, name string, slot int) {
+	if name, ok := strings.CutPrefix(key, Election); ok {
+		return Leader, name, -1
+	}
+	if rest, ok := strings.CutPrefix(key, Semaphore); ok {
+		if name, ok := strings.CutSuffix(rest, "/"+WaitSlot); ok {
+			return Permit, name, -1
+		}
+		if name, n, ok := cutSlot(rest); ok {
+			return Permit, name, n
+		}
+	}
+	if rest, ok := strings.CutPrefix(key, Shared); ok {
+		if name, ok := strings.CutSuffix(rest, "/w"); ok {
+			return Writer, name, -1
+		}
+		if name, ok := strings.CutSuffix(rest, "/r"); ok {
+			return Reader, name, -1
+		}
+		if name, n, ok := cutSlot(rest); ok {
+			if name, ok := strings.CutSuffix(name, "/r"); ok {
+				return Reader, name, n
+			}
+		}
+	}
+	return Lock, key, -1
+}
+
+// Blocks reports whether a live row of key keeps a call waiting for
+// waited (a waiter record's key) waiting.
+func Blocks(key, waited string) bool {
+	if key == waited {
+		return true
+	}
+	wk, wn, _ := Describe(waited)
+	kk, kn, _ := Describe(key)
+	if wn != kn {
+		return false
+	}
+	switch wk {
+	case Permit:
+		return kk == Permit && strings.HasPrefix(key, Semaphore)
+	case Reader:
+		return kk == Writer
+	case Writer:
+		return kk == Reader
+	}
+	return false
+}
+
+// cutSlot splits "name/N" into name and N, N a decimal number without
+// leading zeros.
+func cutSlot(s string) (string, int, bool) {
+	i := strings.LastIndexByte(s, '/')
+	if i <= 0 || i == len(s)-1 || len(s)-i > 8 || (s[i+1] == '0' && len(s)-i > 2) {
+		return "", 0, false
+	}
+	n := 0
+	for _, ch := range s[i+1:] {
+		if ch < '0' || ch > '9' {
+			return "", 0, false
+		}
+		n = n*10 + int(ch-'0')
+	}
+	return s[:i], n, true
+}
