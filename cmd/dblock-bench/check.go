@@ -118,6 +118,13 @@ func checkDetails(cfg config, r *Row) []error {
 			fail("%s contended: %d overlapping holders, %d deadlocks", r.DB, c.Overlaps, c.Deadlocks)
 		}
 	}
+	if f := r.Fair; r.Case == "semaphore-fair" || r.Case == "campaign-loop" {
+		if f == nil || len(f.Shares) != f.Lockers || f.P50WaitMicros <= 0 || r.Ops <= 0 {
+			fail("%s %s: details %+v", r.DB, r.Case, f)
+		} else if f.Overlaps != 0 {
+			fail("%s %s: %d holders beyond the limit", r.DB, r.Case, f.Overlaps)
+		}
+	}
 	// Every cycle of raw statements or of dblock commits twice on MySQL, so
 	// InnoDB flushes its log at most once a commit (and a few data files at
 	// a checkpoint); PostgreSQL's flushes are not read.

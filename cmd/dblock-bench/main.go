@@ -66,6 +66,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.DurationVar(&cfg.duration, "duration", 3*time.Second, "measuring time per case")
 	fs.DurationVar(&cfg.ttl, "ttl", 30*time.Second, "lease of every lock; the heartbeat is dblock's default, ttl/3")
 	fs.DurationVar(&cfg.critical, "critical", 20*time.Microsecond, "critical section of the contended case (busy wait)")
+	fs.DurationVar(&cfg.hold, "hold", time.Millisecond, "mean hold of the fair-wait cases (a sleep, drawn from [hold/2, 3·hold/2])")
 	fs.IntVar(&cfg.held, "held", 10000, "locks held by the heartbeat case")
 	fs.IntVar(&cfg.intervals, "intervals", 3, "heartbeat intervals the heartbeat case watches")
 	fs.StringVar(&cfg.jsonPath, "json", "bench/results/latest.json", "JSON output file")
@@ -112,6 +113,8 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		return cfg, usage(fs, "-duration must be positive")
 	case cfg.ttl < dblock.MinTTL || cfg.ttl > dblock.MaxTTL:
 		return cfg, usage(fs, "-ttl must be within [%v, %v]", dblock.MinTTL, dblock.MaxTTL)
+	case cfg.hold <= 0:
+		return cfg, usage(fs, "-hold must be positive")
 	case cfg.critical < 0:
 		return cfg, usage(fs, "-critical must not be negative")
 	case cfg.held < 10:

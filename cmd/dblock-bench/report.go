@@ -53,6 +53,7 @@ type Row struct {
 	Contended    *ContendedStat `json:"contended,omitempty"`
 	Heartbeat    *HeartbeatStat `json:"heartbeat,omitempty"`
 	Idle         *IdleStat      `json:"idle,omitempty"`
+	Fair         *FairStat      `json:"fair,omitempty"`
 }
 
 // ContendedStat describes the contended case.
@@ -112,6 +113,8 @@ func (r Row) cells() []string {
 		}
 		notes = fmt.Sprintf("handoffs/s, p50/p99 handoff; %s, cs %.0fµs, max share %.3f, longest wait %s, deadlocks %d, overlaps %d",
 			lockers, c.CriticalMicros, c.MaxShare, fmtMicros(c.LongestWaitMicros), c.Deadlocks, c.Overlaps)
+	case r.Fair != nil:
+		notes = fairNotes(r.Fair)
 	case r.Heartbeat != nil:
 		h := r.Heartbeat
 		p50, p99 = "", ""

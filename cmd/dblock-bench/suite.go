@@ -18,6 +18,7 @@ type config struct {
 	duration    time.Duration // per case
 	ttl         time.Duration // every lock's lease; the heartbeat is the default ttl/3
 	critical    time.Duration // contended critical section
+	hold        time.Duration // mean hold of the fair-wait cases
 	held        int           // locks held by the heartbeat case
 	intervals   int           // heartbeat intervals watched
 	jsonPath    string
@@ -72,6 +73,10 @@ func cases() []benchCase {
 		// after a second, which contended's waits never reach): what
 		// showing every wait to other processes costs.
 		{name: "contended-records", baseline: "contended", gs: []int{8}, run: contendedRecords},
+		// Equal demand from 4 Lockers: a semaphore's permits and an
+		// election's terms, shared among them (FairStat).
+		{name: "semaphore-fair", gs: []int{fairLockers * fairPerLocker}, run: semaphoreFair},
+		{name: "campaign-loop", gs: []int{fairLockers * 2}, run: campaignLoop},
 		{name: "advisory-raw", gs: []int{1, 8}, run: sessionRaw},
 	}
 	cs = append(cs, extraCases...)
