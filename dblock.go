@@ -57,7 +57,7 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	ec := core.Config{
 		DB: db, D: d, Table: c.table, TTL: c.ttl, Beat: c.heartbeat,
 		RetryLo: c.retryMin, RetryHi: c.retryMax, FIFO: c.fifo, NoCombining: c.noCombining,
-		Log: l.log, Freed: l.sharedFreed, WaiterAfter: c.waiterAfter, Announced: isElectionKey,
+		Log: l.log, Freed: l.sharedFreed, WaiterAfter: c.waiterAfter, Announced: isElectionKey, FIFOKey: isElectionKey,
 	}
 	if c.observer != nil {
 		ec.Observer = (*observer)(l)

@@ -112,9 +112,13 @@ func (e *Election) Name() string {
 }
 
 // Campaign waits until this caller leads, then returns its Term with value
-// as the leader's value (at most MaxDataLen bytes). It waits as Lock does:
-// woken at once on PostgreSQL, by polling with backoff elsewhere, until ctx
-// ends.
+// as the leader's value (at most MaxDataLen bytes), or until ctx ends.
+// Campaigns are served in the order they began, across processes: an
+// election's key queues its waiting campaigns by ticket, as WithFIFO does
+// for every key, whether or not the Locker has WithFIFO, and a leader's
+// Locker never hands the term to its own next campaigner past one that
+// waited longer elsewhere. Waiting campaigns are woken as FIFO waiters
+// are: at once on PostgreSQL, by polling briskly near the head elsewhere.
 func (e *Election) Campaign(ctx context.Context, value []byte) (*Term, error) {
 	if err := e.usable(); err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dblockhq/dblock/internal/core"
 	"github.com/dblockhq/dblock/internal/keys"
+	"github.com/dblockhq/dblock/internal/owner"
 )
 
 // MaxPermits bounds a Semaphore's permits.
@@ -53,7 +54,7 @@ func NewSemaphore(l *Locker, name string, permits int) (*Semaphore, error) {
 		}
 		s.keys = append(s.keys, key)
 	}
-	s.any = l.e.NewAnyKey(name, s.keys)
+	s.any = l.e.NewAnyKey(name, semaphorePrefix+name+"/"+waitSlot, s.keys)
 	return s, nil
 }
 
@@ -80,7 +81,8 @@ func (s *Semaphore) Permits() int {
 // TryAcquire takes a free permit, or returns an error wrapping ErrLocked at
 // once when none is free. A permit is taken by one statement on
 // PostgreSQL and SQLite, two on MySQL (the take and a read of which
-// permit it was).
+// permit it was). It does not look at Acquire's queue: it may take a
+// permit that was freed while calls wait for one.
 func (s *Semaphore) TryAcquire(ctx context.Context) (*Permit, error) {
 	if err := s.usable(); err != nil {
 		return nil, err
@@ -95,30 +97,32 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (*Permit, error) {
 }
 
 // Acquire takes a permit, waiting while none is free, until ctx ends; the
-// error then wraps ctx.Err(). One goroutine per Semaphore value polls the
-// database, with the Locker's backoff (WithRetry); the others wait their
-// turn, and a release through this Semaphore wakes the poller at once.
-// Transient database errors are ridden out as by Lock.
+// error then wraps ctx.Err(). Waiting calls are served in the order they
+// came, in every process: a call that finds others waiting queues behind
+// them (a ticket in the FIFO queue table, as WithFIFO's, under
+// semaphore/<name>/*), and takes a permit only while fewer calls than
+// twice the permits (at most 8) are ahead of it. So no process starves, however often another
+// releases and acquires again. A release through this Semaphore wakes its
+// Locker's waiting calls at once; calls elsewhere poll, briskly while the
+// queue moves. An Acquire that finds nobody waiting costs one read of the
+// queue besides the take. Transient database errors are ridden out as by
+// Lock.
 func (s *Semaphore) Acquire(ctx context.Context) (*Permit, error) {
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
 	ctx, stop := s.l.e.Closable(ctx)
 	defer stop()
-	ctx, end := s.l.acquiring(ctx, semaphorePrefix+s.name, semaphorePrefix+s.name+"/"+waitSlot, true, nil)
-	p, err := s.acquire(ctx)
+	lc := lockConfig{cfg: core.LockConfig{Owner: owner.New()}}
+	ctx, end := s.l.acquiring(ctx, semaphorePrefix+s.name, s.any.QueueKey(), true, &lc)
+	var p *Permit
+	k, err := s.any.Wait(ctx, lc.cfg.Waiter)
+	if err == nil {
+		p = &Permit{s: s, lk: lockOf(k)}
+	}
 	err = core.ClosedErr(ctx, err)
 	end(p, err)
 	return p, err
-}
-
-// acquire is Acquire after its checks.
-func (s *Semaphore) acquire(ctx context.Context) (*Permit, error) {
-	k, err := s.any.Wait(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &Permit{s: s, lk: lockOf(k)}, nil
 }
 
 // try is TryAcquire after its checks.

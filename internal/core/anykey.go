@@ -4,81 +4,246 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/dblockhq/dblock/internal/dberr"
 	"github.com/dblockhq/dblock/internal/dialect"
+	"github.com/dblockhq/dblock/internal/fifo"
 	"github.com/dblockhq/dblock/internal/owner"
+	"github.com/dblockhq/dblock/internal/wait"
+	"github.com/dblockhq/dblock/internal/waiters"
 )
 
 // AnyKey is a set of keys of which each call takes one, any that is free:
-// a semaphore's permits. Its waiting calls take turns: one polls the
-// database at a time, with the Locker's backoff, and a release through
-// Freed wakes it at once.
+// a semaphore's permits. Its waiting calls, in every process, are served
+// in the order they came: a call that finds others waiting takes a ticket
+// in the queue table under the set's queue key, and takes a key only while
+// fewer live tickets than keys are ahead of its own. Without that order,
+// whoever polled right after a release won, and a Locker whose own release
+// woke its own caller could keep the keys from the others for ever.
 type AnyKey struct {
-	e    *Engine
-	name string
-	keys []string
-	turn chan struct{} // held by the one waiting call that polls
-	kick chan struct{} // a key was freed here: poll at once
+	e     *Engine
+	name  string
+	qkey  string // the key its tickets queue under (and its waiter records show)
+	keys  []string
+	freed wait.Broadcast // a key was released here: the waiting calls read again
+	// queued is the mean time, in ns, from a ticket's insert to its turn
+	// (an exponentially weighted mean, 0 until the first), which paces
+	// the reads of calls further back.
+	queued atomic.Int64
+	// waiting counts this Locker's calls that hold a ticket: a call that
+	// comes while one does queues without reading first.
+	waiting atomic.Int64
 }
 
-// NewAnyKey returns the set keys, called name in errors.
-func (e *Engine) NewAnyKey(name string, keys []string) *AnyKey {
-	return &AnyKey{e: e, name: name, keys: keys, turn: make(chan struct{}, 1), kick: make(chan struct{}, 1)}
+// NewAnyKey returns the set keys, called name in errors, whose waiting
+// calls queue under qkey, a key no lock takes.
+func (e *Engine) NewAnyKey(name, qkey string, keys []string) *AnyKey {
+	return &AnyKey{e: e, name: name, qkey: qkey, keys: keys}
 }
 
-// Freed wakes the waiting call that polls: a key of the set was released.
-func (a *AnyKey) Freed() {
-	select {
-	case a.kick <- struct{}{}:
-	default:
-	}
-}
+// QueueKey is the key the set's tickets queue under.
+func (a *AnyKey) QueueKey() string { return a.qkey }
 
-// Wait takes a free key, waiting while none is free, until ctx ends.
+// Freed wakes the waiting calls of this Locker: a key of the set was
+// released here.
+func (a *AnyKey) Freed() { a.freed.Notify() }
+
+// Wait takes a free key, waiting while none is free, until ctx ends: at
+// once when one is free and no call waits, else after the calls that came
+// before it, in every process (in ticket order, give or take twice the
+// number of keys). rec, if not nil, is told of the call's ticket.
 // Transient database errors are ridden out as by Lock.
-func (a *AnyKey) Wait(ctx context.Context) (*Lock, error) {
-	select {
-	case a.turn <- struct{}{}:
-	case <-ctx.Done():
-		return nil, WaitEnded(ctx, a.name, nil)
-	}
-	defer func() { <-a.turn }()
-	b := a.e.WaitBackoff(a.e.cfg.TTL)
+func (a *AnyKey) Wait(ctx context.Context, rec *waiters.Call) (*Lock, error) {
+	e := a.e
+	b := e.WaitBackoff(e.cfg.TTL)
 	var lastErr error
-	for {
-		lk, err := a.Try(ctx)
+	for a.waiting.Load() == 0 {
+		// Nobody waits: take a key now, as TryAcquire would.
+		st, err := e.fifo.Read(ctx, a.qkey, fifo.NoTicket, "")
 		if err == nil {
-			return lk, nil
+			if st.Ahead > 0 {
+				break
+			}
+			var lk *Lock
+			if lk, err = a.Try(ctx); err == nil {
+				return lk, nil
+			}
 		}
-		if !errors.Is(err, dialect.ErrLocked) && !a.e.RideOut(ctx, a.name, err, &lastErr) {
+		if errors.Is(err, dialect.ErrLocked) {
+			break
+		}
+		if !e.RideOut(ctx, a.name, err, &lastErr) {
 			return nil, err
 		}
-		t := time.NewTimer(b.Next())
-		select {
-		case <-t.C:
-		case <-a.kick:
-			t.Stop()
-		case <-ctx.Done():
-			t.Stop()
+		if err := e.Pause(ctx, a.name, b); err != nil {
 			return nil, WaitEnded(ctx, a.name, lastErr)
+		}
+	}
+	for {
+		t, err := e.fifo.Enqueue(ctx, a.qkey, "", dberr.ErrClosed)
+		if err != nil {
+			if !e.RideOut(ctx, a.name, err, &lastErr) {
+				return nil, err
+			}
+			if err := e.Pause(ctx, a.name, b); err != nil {
+				return nil, WaitEnded(ctx, a.name, lastErr)
+			}
+			continue
+		}
+		e.fifo.Queued()
+		rec.SetTicket(t)
+		a.waiting.Add(1)
+		lk, err := a.waitTurn(ctx, t, &lastErr)
+		a.waiting.Add(-1)
+		if err == nil {
+			e.fifo.DequeueAsync(a.qkey, t) // the key is the caller's meanwhile
+			return lk, nil
+		}
+		e.fifo.Dequeue(a.qkey, t)
+		if !errors.Is(err, fifo.ErrTicketLost) {
+			return nil, err
+		}
+		e.log.Warn("dblock: a semaphore's ticket ran out while its call waited; queueing again", "semaphore", a.name, "ticket", t)
+	}
+}
+
+// waitTurn waits until fewer live tickets than twice the keys (and than a
+// read of the queue counts: fifo.Queue.AheadCap) are ahead of ticket t,
+// and then until a key is free, and takes it. Twice, not once: the
+// tickets of calls that have just taken a key count until their delete
+// lands. Without release events from other processes, a call whose turn
+// has come tries briskly (fifo.NearPoll) for a while, then with the
+// Locker's backoff; calls further back read the queue by their distance
+// (fifo.Pace) and by how long turns have lately taken to come. A release
+// here wakes them all.
+func (a *AnyKey) waitTurn(ctx context.Context, t int64, lastErr *error) (*Lock, error) {
+	e := a.e
+	b := e.WaitBackoff(e.cfg.TTL)
+	pace := fifo.Pace{ColdAfter: wait.ColdAfter}
+	window := min(2*len(a.keys), e.fifo.AheadCap())
+	t0 := time.Now()
+	hot := 0 // polls left at the near pace since the queue last moved
+	last := -1
+	eligible := false // fewer than window tickets ahead: never more, later
+	tries, reads := 0, 0
+	for {
+		freed := a.freed.Wait()
+		var st fifo.State
+		var err error
+		if !eligible {
+			reads++
+			st, err = e.fifo.Read(ctx, a.qkey, t, "")
+			switch {
+			case err == nil && !st.Live:
+				return nil, fifo.ErrTicketLost
+			case err == nil && st.Ahead < window:
+				eligible = true
+				if reads > 1 { // it waited behind others
+					a.sampleQueued(time.Since(t0))
+				}
+				hot = wait.ColdAfter
+			}
+		}
+		if eligible {
+			// Once eligible, a call only tries: tickets join behind it.
+			// It looks for reaped rows on its first try and when cold.
+			var lk *Lock
+			lk, err = a.try(ctx, tries == 0 || hot == 0)
+			if err == nil {
+				return lk, nil
+			}
+		}
+		if err != nil && !errors.Is(err, dialect.ErrLocked) && !e.RideOut(ctx, a.name, err, lastErr) {
+			return nil, err
+		}
+		var d time.Duration
+		switch {
+		case err != nil && !errors.Is(err, dialect.ErrLocked):
+			d = b.Next() // a transient error, ridden out
+		case eligible:
+			// Polls at the near pace while hot, then backs off.
+			tries++
+			if hot > 0 {
+				hot--
+				d = fifo.NearDelay()
+			} else {
+				// Backing off, but no further than an eighth of a
+				// turn's usual wait: while the keys change hands every
+				// few milliseconds, a call that slept longer would be
+				// passed by those behind it.
+				d = b.Next()
+				if q := time.Duration(a.queued.Load()); q > 0 {
+					d = min(d, max(fifo.NearPoll, q/8))
+				}
+			}
+		default:
+			// Paced by the distance to the window while the queue moves,
+			// and by how long turns have lately taken to come: a call
+			// reads again after an eighth of that (half, the first time).
+			if pace.Saw(max(0, st.Ahead-window+1)) || st.Ahead != last {
+				b = e.WaitBackoff(e.cfg.TTL)
+			}
+			last = st.Ahead
+			d = pace.Next(false, b.Next)
+			if q := time.Duration(a.queued.Load()); q > 0 {
+				share := q / 8
+				if reads == 1 {
+					share = q / 2
+				}
+				d = max(d, min(share, e.cfg.RetryHi))
+			}
+		}
+		timer := time.NewTimer(d)
+		select {
+		case <-timer.C:
+		case <-freed:
+			timer.Stop()
+			if eligible {
+				hot = wait.ColdAfter // a release here: the keys are in use
+			}
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, WaitEnded(ctx, a.name, *lastErr)
+		case <-e.closing:
+			timer.Stop()
+			return nil, dberr.ErrClosed
+		}
+	}
+}
+
+// sampleQueued adds a ticket's time from its insert to its turn to the
+// mean that paces the reads of calls further back.
+func (a *AnyKey) sampleQueued(d time.Duration) {
+	for {
+		old := a.queued.Load()
+		v := int64(d)
+		if old > 0 {
+			v = old - old/8 + int64(d)/8
+		}
+		if a.queued.CompareAndSwap(old, v) {
+			return
 		}
 	}
 }
 
 // Try makes one attempt: it takes a free key, or returns an error wrapping
-// dialect.ErrLocked. The statement runs to its end even if ctx ends
+// dialect.ErrLocked. It creates the keys' rows that are missing (released
+// and reaped) when none was free. The statement runs to its end even if ctx ends
 // meanwhile, so that a key it took is known and released again rather
 // than left held for a lease.
-func (a *AnyKey) Try(ctx context.Context) (*Lock, error) {
+func (a *AnyKey) Try(ctx context.Context) (*Lock, error) { return a.try(ctx, true) }
+
+// try is Try; with ensure false it does not look for missing rows.
+func (a *AnyKey) try(ctx context.Context, ensure bool) (*Lock, error) {
 	e := a.e
 	lc := LockConfig{Owner: owner.New(), TTL: e.cfg.TTL}
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
 		key, token, ok, err := e.d.TakeAny(sctx, e.q, a.keys, lc.Owner, lc.TTL)
-		if err == nil && !ok && attempt == 0 {
+		if err == nil && !ok && attempt == 0 && ensure {
 			// Rows released and then reaped are missing: create them, once
 			// per attempt, and try again.
 			var created int

@@ -19,7 +19,10 @@ type Config struct {
 	Beat    time.Duration // the heartbeat's interval
 	RetryLo time.Duration // the bounds of a waiter's backoff
 	RetryHi time.Duration
-	FIFO    bool // WithFIFO
+	FIFO    bool // WithFIFO: every key's waiting calls queue
+	// FIFOKey reports whether waiting calls for key queue, in the order
+	// they came, whatever FIFO says (an election's key); nil: none.
+	FIFOKey func(key string) bool
 	// NoCombining sends every acquire and release as its own statement.
 	NoCombining bool
 	Log         *slog.Logger // already rate-limited (loglimit)

@@ -21,7 +21,7 @@ import (
 // waiter gets the key only from a handover known to have committed.
 func (k *Lock) handOff(ctx context.Context) (done, uncertain bool, err error) {
 	e := k.e
-	if e.cfg.FIFO {
+	if e.fifoFor(k.Key()) {
 		return false, false, nil // the local waiter may not be next (WithFIFO)
 	}
 	if !e.waits.Waiting(k.Key()) || e.leases.Count(k.Key()) > 1 || e.isClosed() {

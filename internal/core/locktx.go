@@ -14,7 +14,7 @@ import (
 // while another owner holds it if wait is set, and returns the token; in
 // FIFO mode it honours the key's queue of tickets.
 func (e *Engine) LockTx(ctx context.Context, tx *sql.Tx, td dialect.Tx, key string, lc LockConfig, wait bool) (int64, error) {
-	if e.cfg.FIFO {
+	if e.fifoFor(key) {
 		return e.lockTxFIFO(ctx, tx, td, key, lc, wait)
 	}
 	var b *backoff

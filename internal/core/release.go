@@ -95,7 +95,7 @@ func (k *Lock) releaseRow(ctx context.Context, uncertain bool) (wake bool, err e
 	// waiting call of ours has a ticket, or is inserting one: queuing), or
 	// the Locker is closing (its own waiters are leaving).
 	var p dialect.Passer
-	if k.e.cfg.FIFO && !k.e.isClosed() {
+	if k.e.fifoFor(k.Key()) && !k.e.isClosed() {
 		p = k.e.d.Passer()
 	}
 	pass := p != nil && (wanted || k.e.fifo.Queuing(k.Key()) || !k.e.notifying())
@@ -133,7 +133,7 @@ func (k *Lock) releaseRow(ctx context.Context, uncertain bool) (wake bool, err e
 	uncertain = uncertain && !ok || unsure
 	// FIFO waiters of ours always hear at once: the next in line may be
 	// ours, and our own NOTIFY reaches our listener only after a round trip.
-	wake = k.e.cfg.FIFO || !wanted && !k.e.fairPolling(k.Key())
+	wake = k.e.fifoFor(k.Key()) || !wanted && !k.e.fairPolling(k.Key())
 	switch {
 	case !ok && uncertain:
 		return wake, fmt.Errorf("%w: %q (token %d): released or handed over by an attempt whose connection failed, or lost meanwhile", dberr.ErrNotHeld, k.Key(), k.Token())
@@ -159,7 +159,7 @@ func (k *Lock) releaseRow(ctx context.Context, uncertain bool) (wake bool, err e
 // fifoState returns the lock's dequeued and succ (nil and none outside
 // FIFO mode).
 func (k *Lock) fifoState() (<-chan struct{}, fifo.Successors) {
-	if !k.e.cfg.FIFO {
+	if !k.e.fifoFor(k.Key()) {
 		return nil, fifo.Successors{}
 	}
 	k.e.mu.Lock()

@@ -35,7 +35,7 @@ func ClosedErr(ctx context.Context, err error) error {
 // or returns an error wrapping ErrLocked at once; in FIFO mode only when
 // no ticket waits for it.
 func (e *Engine) TryLock(ctx context.Context, key string, lc LockConfig) (*Lock, error) {
-	if e.cfg.FIFO {
+	if e.fifoFor(key) {
 		lk, _, err := e.tryFIFO(ctx, key, lc)
 		return lk, err
 	}

@@ -14,7 +14,7 @@ import (
 
 // Lock takes key, waiting while another owner holds it, until ctx ends.
 func (e *Engine) Lock(ctx context.Context, key string, lc LockConfig) (*Lock, error) {
-	if e.cfg.FIFO {
+	if e.fifoFor(key) {
 		return e.lockFIFO(ctx, key, lc)
 	}
 	var lastErr error // the last transient error ridden out

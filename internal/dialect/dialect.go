@@ -296,8 +296,8 @@ type QueueSQL struct {
 	Enqueue   string
 	Returning bool
 	// State reads (ahead, live, holder, token, age) for (key,
-	// ticket, ticket, key, key, memo): live tickets ahead (up to a cap: 2 on
-	// PostgreSQL, whose waiters are woken by events, 8 elsewhere),
+	// ticket, ticket, key, key, memo): live tickets ahead (up to
+	// AheadCap),
 	// whether ticket is live, the token of the live lease on key (0:
 	// none), and the token of
 	// the live lease memo holds on key (NULL if none) with the microseconds
@@ -312,6 +312,9 @@ type QueueSQL struct {
 	// oldest live tickets other than ticket that a Passer ByTicket grants
 	// to, come from those. Without it State has no successors.
 	StateRows bool
+	// AheadCap is where State's count of live tickets ahead stops (with
+	// StateRows: StateTickets-1).
+	AheadCap int
 	// Renew bumps update_time of the live tickets listed, by number.
 	Renew *Sized
 	// Dequeue deletes one ticket; Forget the ticket of (key, memo).

@@ -88,5 +88,9 @@ func (p *Pace) Next(notifying bool, backoff func() time.Duration) time.Duration 
 	return backoff()
 }
 
+// NearDelay is the delay before the next poll of a waiter next in line
+// without release events: about NearPoll.
+func NearDelay() time.Duration { return jitter(NearPoll) }
+
 // jitter returns a delay drawn evenly from [mean/2, 3·mean/2); mean > 0.
 func jitter(mean time.Duration) time.Duration { return mean/2 + rand.N(mean) }

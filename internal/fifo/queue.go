@@ -297,6 +297,10 @@ func (f *Queue) ByTicket() bool {
 	return p != nil && p.ByTicket()
 }
 
+// AheadCap is where a read's count of live tickets ahead (State.Ahead)
+// stops.
+func (f *Queue) AheadCap() int { return f.sql.AheadCap }
+
 // Granted counts a lease a release gave to one of our calls.
 func (f *Queue) Granted() { f.grants.Add(1) }
 

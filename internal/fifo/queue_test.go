@@ -277,3 +277,37 @@ func TestReadRows(t *testing.T) {
 	}
 	check("alone", live[9], read{ahead: 0, live: true})
 }
+
+// A read counts the live tickets ahead up to AheadCap, and no further, on
+// every dialect (a semaphore's waiters take turns by that count).
+func TestReadAheadCap(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, name dblock.Dialect) {
+		db := dbtest.Open(t, name)
+		table := dbtest.Table(t, db, name)
+		q, _ := newQueue(t, name, db, table, time.Minute, time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		const key = "fifo-ahead-cap"
+		capN := q.AheadCap()
+		if capN < 2 {
+			t.Fatalf("AheadCap %d, want at least 2", capN)
+		}
+		var tickets []int64
+		for range capN + 3 {
+			tk, err := q.Enqueue(ctx, key, "", errClosed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tickets = append(tickets, tk)
+		}
+		for i, tk := range tickets {
+			st, err := q.Read(ctx, key, tk, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := min(i, capN); st.Ahead != want || !st.Live {
+				t.Errorf("ticket %d of %d: %d ahead (live %v), want %d (cap %d)", i+1, len(tickets), st.Ahead, st.Live, want, capN)
+			}
+		}
+	})
+}

@@ -17,6 +17,7 @@ func (m *mysqlDialect) Queue() *dialect.QueueSQL {
 	r := m.queueReplacer()
 	return &dialect.QueueSQL{
 		Enqueue:   queries.Get("queue.enqueue", r),
+		AheadCap:  dialect.StateTickets - 1,
 		State:     queries.Get("queue.state", r),
 		StateRows: true,
 		Renew: dialect.ListSQL(queries.Get("queue.renew", r),

@@ -173,7 +173,7 @@ WHERE l.key_id = $1 AND l.memo = $2 AND l.token = $3 AND l.depth > 0 AND NOT ({e
 INSERT INTO {q} (key_id, memo, lease_ms) VALUES ($1, $2, $3) RETURNING ticket
 
 -- name: queue.state
-SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM {q} q WHERE q.key_id = $1 AND q.ticket < $2 AND {live} LIMIT 2) a),
+SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM {q} q WHERE q.key_id = $1 AND q.ticket < $2 AND {live} LIMIT 8) a),
   EXISTS (SELECT 1 FROM {q} q WHERE q.ticket = $3 AND {live}),
   COALESCE((SELECT l.token FROM {t} l WHERE l.key_id = $4 AND l.depth > 0 AND NOT ({expired})), 0),
   g.token, COALESCE(g.age, 0)

@@ -19,6 +19,7 @@ func (p *postgres) Queue() *dialect.QueueSQL {
 	return &dialect.QueueSQL{
 		Enqueue:   queries.Get("queue.enqueue", r),
 		Returning: true,
+		AheadCap:  8,
 		State:     queries.Get("queue.state", r),
 		Renew: dialect.ListSQL(queries.Get("queue.renew", r),
 			func(i int) string { return "$" + strconv.Itoa(i) }),
