@@ -14,7 +14,7 @@ import (
 // through leaseHooks. Its heartbeat is started by New.
 func newLeases(e *Engine) *lease.Registry[*Lock] {
 	cfg := lease.Config{
-		TTL: e.cfg.TTL, Heartbeat: e.cfg.Beat, Log: e.log,
+		TTL: e.cfg.TTL, Heartbeat: e.cfg.Beat, Log: e.log, Doubt: e.d.Doubtful,
 		Renew: func(ctx context.Context, refs []dialect.Ref) (lost, busy []dialect.Ref, err error) {
 			return e.d.Renew(ctx, e.db, refs)
 		},

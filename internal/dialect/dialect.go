@@ -81,6 +81,14 @@ type Dialect interface {
 	// had already been applied, where the DDL cannot say IF NOT EXISTS.
 	AlreadyApplied(err error) bool
 
+	// Doubtful reports whether the server, as far as the dialect has
+	// learnt it, is one whose acknowledged writes may yet be lost or
+	// overwritten: a MariaDB Galera node (Jepsen, MariaDB Galera Cluster
+	// 12.1.2, 2026: committed transactions lost at a node's crash, and
+	// Lost Update without faults). A holder then counts its lease from
+	// the renewal before its last one.
+	Doubtful() bool
+
 	// TakesInPlace reports whether Take, an UPDATE of a row in place, is
 	// cheaper than Upsert; when false the core always upserts.
 	TakesInPlace() bool

@@ -112,6 +112,15 @@ func NewEngineProbe(dialectName string) *EngineProbe {
 // Set fixes the engine without asking the server.
 func (p *EngineProbe) Set(e Engine) { p.engine.Store(&e) }
 
+// Known returns the engine learnt so far ("" before the first statement
+// that needed it).
+func (p *EngineProbe) Known() Engine {
+	if e := p.engine.Load(); e != nil {
+		return *e
+	}
+	return ""
+}
+
 // Get returns the engine behind q, asking the server the first time.
 func (p *EngineProbe) Get(ctx context.Context, q Querier) (Engine, error) {
 	if e := p.engine.Load(); e != nil {

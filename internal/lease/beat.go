@@ -287,7 +287,7 @@ func (r *Registry[L]) renewChunk(ctx context.Context, chunk []L) error {
 			e.nextBeat = start.Add(max(e.interval/4, 5*time.Millisecond))
 			continue
 		}
-		e.deadline = start.Add(e.lease - safetyMargin(e.lease))
+		e.deadline = r.renewedAt(e, start)
 		e.nextBeat = start.Add(e.interval)
 		setSuspended(e, false)
 	}

@@ -72,7 +72,7 @@ func (r *Registry[L]) Extend(ctx context.Context, lk L, d time.Duration) error {
 	if d > e.lease {
 		e.lease, e.interval = d, r.interval(d)
 	}
-	if t := start.Add(e.lease - safetyMargin(e.lease)); t.After(e.deadline) {
+	if t := r.renewedAt(e, start); t.After(e.deadline) {
 		e.deadline = t
 	}
 	if t := start.Add(e.interval); t.After(e.nextBeat) {

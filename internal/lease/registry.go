@@ -25,12 +25,15 @@ type Entry struct {
 	ttl   time.Duration // the lease it was taken with
 
 	// Under the Registry's mu.
-	lease     time.Duration // the lease renewals give: ttl, or longer after Extend
-	interval  time.Duration // renewal period
-	deadline  time.Time     // local end of the lease: last renewal start + ttl - margin
-	nextBeat  time.Time
-	maxHoldAt time.Time   // when MaxHold ends the lock; zero without one
-	maxHold   *time.Timer // set by Register, stopped by Unregister
+	lease    time.Duration // the lease renewals give: ttl, or longer after Extend
+	interval time.Duration // renewal period
+	deadline time.Time     // local end of the lease: last renewal start + ttl - margin
+	renewed  time.Time     // start of the last renewal (or the acquisition)
+	// renewedLease is the lease that renewal gave.
+	renewedLease time.Duration
+	nextBeat     time.Time
+	maxHoldAt    time.Time   // when MaxHold ends the lock; zero without one
+	maxHold      *time.Timer // set by Register, stopped by Unregister
 	// suspended: a renewal carrying it failed or stalled, and none has
 	// succeeded since (suspend.go). watch, made only when the owner asks
 	// (Suspended), is closed at the next change of suspended or the end.
@@ -72,9 +75,27 @@ type Config struct {
 	// Extend renews ref and lengthens its lease to at least lease
 	// (dialect.Dialect.Extend).
 	Extend func(ctx context.Context, ref dialect.Ref, lease time.Duration) (lost, busy bool, err error)
+	// Doubt reports whether a renewal that committed may yet be lost
+	// (dialect.Dialect.Doubtful): the local deadline then counts from the
+	// renewal before the last one. nil: never.
+	Doubt func() bool
 	// TagOf names a key in notifications; nil when the owner hears none.
 	TagOf func(key string) string
 	Log   *slog.Logger
+}
+
+// renewedAt records a renewal of e, of lease e.lease, sent at start, and
+// returns the deadline it allows: start + lease - margin; with doubt, what
+// the renewal before it allowed (the one start replaces as e's last), so
+// that a renewal that committed and was then lost leaves the holder no
+// later than the lease the server still has. Under mu.
+func (r *Registry[L]) renewedAt(e *Entry, start time.Time) time.Time {
+	from, lease := start, e.lease
+	if r.cfg.Doubt != nil && r.cfg.Doubt() && e.renewed.Before(start) {
+		from, lease = e.renewed, e.renewedLease
+	}
+	e.renewed, e.renewedLease = start, e.lease
+	return from.Add(lease - safetyMargin(lease))
 }
 
 // Registry is the set of acquisitions an owner holds, and the heartbeat
@@ -140,6 +161,7 @@ func (r *Registry[L]) Entry(key string, token int64, ttl time.Duration, start ti
 		key: key, token: token, ttl: ttl, lease: ttl,
 		interval: interval,
 		deadline: start.Add(ttl - safetyMargin(ttl)),
+		renewed:  start, renewedLease: ttl,
 		nextBeat: start.Add(interval),
 	}
 	if maxHold > 0 {

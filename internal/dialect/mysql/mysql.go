@@ -224,6 +224,11 @@ func (m *mysqlDialect) Quote(ident string) string { return "`" + ident + "`" }
 // TakesInPlace implements dialect.Dialect.
 func (m *mysqlDialect) TakesInPlace() bool { return true }
 
+// Doubtful implements dialect.Dialect: true on a Galera node.
+func (m *mysqlDialect) Doubtful() bool {
+	return m.engine != nil && m.engine.Known() == dialect.EngineGalera
+}
+
 // Take takes key in place, alone.
 func (m *mysqlDialect) Take(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration, data []byte) (int64, bool, error) {
 	m, err := m.on(ctx, q)

@@ -142,6 +142,10 @@ func (p *postgres) Quote(ident string) string { return `"` + ident + `"` }
 // TakesInPlace implements dialect.Dialect.
 func (p *postgres) TakesInPlace() bool { return true }
 
+// Doubtful implements dialect.Dialect: an acknowledged commit stays
+// (across a failover, the fenced setup of docs/operations.md).
+func (p *postgres) Doubtful() bool { return false }
+
 // Upsert holds the table's reap fence before it draws the insert token.
 // In portable mode, without advisory locks, it never inserts a held row:
 // it takes the row in place, and only when the row is missing creates it

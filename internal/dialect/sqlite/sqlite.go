@@ -101,6 +101,9 @@ func (s *sqliteDialect) Quote(ident string) string { return `"` + ident + `"` }
 // TakesInPlace implements dialect.Dialect: SQLite always upserts.
 func (s *sqliteDialect) TakesInPlace() bool { return false }
 
+// Doubtful implements dialect.Dialect: one file, no replicas.
+func (s *sqliteDialect) Doubtful() bool { return false }
+
 // Take implements dialect.Dialect as Upsert.
 func (s *sqliteDialect) Take(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration, data []byte) (int64, bool, error) {
 	return s.Upsert(ctx, q, key, owner, ttl, data)
