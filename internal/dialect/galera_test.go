@@ -61,3 +61,29 @@ func TestGaleraBellsOff(t *testing.T) {
 		t.Errorf("Migrate on Galera made %d triggers, want 0 (portable mode)", n)
 	}
 }
+
+// TestGaleraDoubtful: once a statement has met a Galera node, the MySQL
+// dialect doubts acknowledged writes (a holder then counts its lease from
+// the renewal before its last); on the shared server it never does.
+func TestGaleraDoubtful(t *testing.T) {
+	dsns := dbtest.GaleraDSNs(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, c := range []struct {
+		dsn  string
+		want bool
+	}{{dsns[0], true}, {dbtest.DefaultMySQLDSN, false}} {
+		db := dbtest.OpenMySQL(t, c.dsn)
+		table := dbtest.Table(t, db, dblock.MySQL)
+		d := mysql.New(dialect.Config{Table: table})
+		if d.Doubtful() {
+			t.Errorf("%s: Doubtful before any statement", c.dsn)
+		}
+		if _, _, err := d.Upsert(ctx, db, "doubt", "owner", time.Minute, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := d.Doubtful(); got != c.want {
+			t.Errorf("%s: Doubtful after an acquire = %v, want %v", c.dsn, got, c.want)
+		}
+	}
+}
