@@ -44,7 +44,7 @@ type handler struct {
 // It returns an error for a bad option.
 func Handler(l *dblock.Locker, opts ...Option) (http.Handler, error) {
 	if l == nil {
-		return nil, fmt.Errorf("ui: Handler: nil Locker")
+		return nil, fmt.Errorf("ui.Handler: nil Locker")
 	}
 	h := &handler{l: l, cfg: config{interval: DefaultInterval, by: defaultBy}}
 	for _, o := range opts {
@@ -54,7 +54,7 @@ func Handler(l *dblock.Locker, opts ...Option) (http.Handler, error) {
 	}
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return nil, fmt.Errorf("ui: CSRF token: %w", err)
+		return nil, fmt.Errorf("ui.Handler: CSRF token: %w", err)
 	}
 	h.token = hex.EncodeToString(b[:])
 	h.hub = newHub(l, &h.cfg)

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -37,7 +38,7 @@ func AllowUnlock() Option {
 func Interval(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 100*time.Millisecond || d > time.Minute {
-			return fmt.Errorf("ui: Interval(%v): want 100ms to 1m", d)
+			return fmt.Errorf("ui.Interval(%v): want 100ms to 1m", d)
 		}
 		c.interval = d
 		return nil
@@ -50,7 +51,7 @@ func Interval(d time.Duration) Option {
 func Permits(name string, n int) Option {
 	return func(c *config) error {
 		if n < 1 || n > dblock.MaxPermits {
-			return fmt.Errorf("ui: Permits(%q, %d): want 1 to %d permits", name, n, dblock.MaxPermits)
+			return fmt.Errorf("ui.Permits(%q, %d): want 1 to %d permits", name, n, dblock.MaxPermits)
 		}
 		if c.permits == nil {
 			c.permits = make(map[string]int)
@@ -66,7 +67,7 @@ func Permits(name string, n int) Option {
 func By(f func(r *http.Request) string) Option {
 	return func(c *config) error {
 		if f == nil {
-			return fmt.Errorf("ui: By(nil)")
+			return errors.New("ui.By(nil)")
 		}
 		c.by = f
 		return nil
