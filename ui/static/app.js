@@ -114,7 +114,9 @@
     const t = el("table", "holders");
     const head = el("tr");
     for (const c of ["held", "owner", "token", "depth", "held for", "expires in", "data", ""]) head.append(el("th", "", c));
-    t.append(el("thead")).append(head);
+    const thead = el("thead");
+    thead.append(head);
+    t.append(thead);
     const body = el("tbody");
     for (const h of g.holders) {
       const tr = el("tr", "holder");
@@ -258,18 +260,30 @@
   }
 
   function drawTimeline(h) {
-    const { from, now, leases: ls } = leases(h);
+    const { from: since, now, leases: ls } = leases(h);
+    // The picture spans the events (with a margin), not all of the
+    // stretch asked for: a few seconds of activity in an hour stay legible.
+    const first = ls.length ? Math.min(...ls.map((l) => l.start)) : since;
+    const from = Math.max(since, first - Math.max(1000, (now - first) / 20));
     const owners = [...new Set(ls.map((l) => l.owner))];
-    const left = 190, width = 960, lane = 24, top = 24;
+    const left = 190, width = 960, lane = 24, top = 26;
     const height = top + (owners.length + 1) * lane + 30;
-    const x = (t) => left + ((t - from) / Math.max(1, now - from)) * (width - left - 10);
+    const x = (t) => left + ((t - from) / Math.max(1, now - from)) * (width - left - 16);
     const s = svg("svg", { width: width, height: height, viewBox: "0 0 " + width + " " + height, role: "img", class: "timeline" });
     s.append(svg("title", {}, "who held " + h.key + " when"));
     // time axis
     for (let i = 0; i <= 4; i++) {
       const t = from + (i / 4) * (now - from);
       s.append(svg("line", { x1: x(t), x2: x(t), y1: top - 6, y2: height - 24, class: "grid" }));
-      s.append(svg("text", { x: x(t), y: height - 8, "text-anchor": "middle", class: "axis" }, new Date(t).toLocaleTimeString()));
+      const label = i === 0 ? new Date(t).toLocaleTimeString() : i === 4 ? "now" : dur(Math.round(now - t)) + " ago";
+      s.append(svg("text", { x: x(t), y: height - 8, "text-anchor": i === 0 ? "start" : i === 4 ? "end" : "middle", class: "axis" }, label));
+    }
+    // legend
+    let lx = left;
+    for (const [cls, label] of [["released", "held, released"], ["open", "still held"], ["lost", "lost (lease ran out)"], ["force-unlocked", "force-unlocked"], ["gap", "free"]]) {
+      s.append(svg("rect", { x: lx, y: 4, width: 12, height: 10, class: cls === "gap" ? "gap" : "lease " + cls }));
+      s.append(svg("text", { x: lx + 16, y: 13, class: "axis" }, label));
+      lx += 30 + label.length * 6;
     }
     owners.forEach((o, i) => {
       s.append(svg("text", { x: left - 8, y: top + i * lane + 15, "text-anchor": "end", class: "lane" }, o.length > 28 ? o.slice(0, 27) + "…" : o));
@@ -285,13 +299,13 @@
     }
     if (ls.length && covered < now) gaps.push([covered, now]);
     for (const [a, b] of gaps) {
-      const r = svg("rect", { x: x(a), y: freeY + 4, width: Math.max(1, x(b) - x(a)), height: lane - 8, class: "gap" });
+      const r = svg("rect", { x: x(a), y: freeY + 4, width: Math.max(1, x(b) - x(a)), height: lane - 8, class: "gap bar" });
       r.append(svg("title", {}, "free for " + dur(b - a)));
       s.append(r);
     }
     for (const l of ls) {
       const y = top + owners.indexOf(l.owner) * lane;
-      const r = svg("rect", { x: x(l.start), y: y + 4, width: Math.max(2, x(l.end) - x(l.start)), height: lane - 8, rx: 3, class: "lease " + l.how });
+      const r = svg("rect", { x: x(l.start), y: y + 4, width: Math.max(2, x(l.end) - x(l.start)), height: lane - 8, rx: 3, class: "lease bar " + l.how });
       r.append(svg("title", {}, l.owner + ", token " + l.token + ": " + new Date(l.start).toLocaleTimeString() + " for " + dur(l.end - l.start) +
         (l.how === "open" ? ", still held" : ", " + l.how) + (l.detail ? " (" + l.detail + ")" : "")));
       s.append(r);
