@@ -3,7 +3,6 @@ package ui
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -53,7 +52,7 @@ func TestPage(t *testing.T) {
 				t.Errorf("GET %s: %d %q, %d bytes", path, r.StatusCode, r.Header.Get("Content-Type"), len(body))
 			}
 		}
-		if strings.Contains(mustRead(t, srv, "/static/app.js"), "innerHTML") {
+		if js, _ := get(t, srv.Client(), srv.URL+"/static/app.js"); strings.Contains(js, "innerHTML") {
 			t.Errorf("app.js uses innerHTML")
 		}
 		if _, r := get(t, srv.Client(), srv.URL+"/page.html"); r.StatusCode != http.StatusNotFound {
@@ -112,17 +111,7 @@ func TestEvents(t *testing.T) {
 // breaks the lock (the holder's Done closes) and the history says who did.
 func TestUnlock(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
-		db := dbtest.Open(t, d)
-		var opts []dblock.Option
-		if d != dblock.MySQL {
-			opts = append(opts, dblock.WithHistory())
-		}
-		table := dbtest.Table(t, db, d, opts...)
-		l, err := dblock.New(db, dblock.WithTable(table))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
+		l := historyLocker(t, d)
 		ctx := ctxT(t, 30*time.Second)
 		lk, err := l.TryLock(ctx, "orders", dblock.Owner("alice"))
 		if err != nil {
@@ -186,17 +175,7 @@ func TestUnlock(t *testing.T) {
 // table keeps no history) and refuses a bad key or stretch.
 func TestHistoryEndpoint(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
-		db := dbtest.Open(t, d)
-		var opts []dblock.Option
-		if d != dblock.MySQL {
-			opts = append(opts, dblock.WithHistory())
-		}
-		table := dbtest.Table(t, db, d, opts...)
-		l, err := dblock.New(db, dblock.WithTable(table))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
+		l := historyLocker(t, d)
 		ctx := ctxT(t, 30*time.Second)
 		lk, err := l.TryLock(ctx, "a/<b>", dblock.Owner("alice"))
 		if err != nil {
@@ -245,18 +224,4 @@ func TestOptions(t *testing.T) {
 	if _, err := Handler(nil); err == nil {
 		t.Error("Handler(nil): no error")
 	}
-}
-
-func get(t *testing.T, c *http.Client, url string) (string, *http.Response) {
-	t.Helper()
-	r, err := c.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Body.Close()
-	b, err := io.ReadAll(r.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b), r
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dbtest"
 )
 
 // serve starts an httptest server of Handler(l, opts...), closed at cleanup.
@@ -117,10 +118,10 @@ func events(ctx context.Context, t *testing.T, srv *httptest.Server) <-chan stat
 	return out
 }
 
-// mustRead returns the body of GET path.
-func mustRead(t *testing.T, srv *httptest.Server, path string) string {
+// get returns the body of GET url and the response.
+func get(t *testing.T, c *http.Client, url string) (string, *http.Response) {
 	t.Helper()
-	r, err := srv.Client().Get(srv.URL + path)
+	r, err := c.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +130,25 @@ func mustRead(t *testing.T, srv *httptest.Server, path string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(b)
+	return string(b), r
+}
+
+// historyLocker returns a Locker on a fresh table of d with its history on
+// (where d has one: not MySQL).
+func historyLocker(t *testing.T, d dblock.Dialect) *dblock.Locker {
+	t.Helper()
+	db := dbtest.Open(t, d)
+	var opts []dblock.Option
+	if d != dblock.MySQL {
+		opts = append(opts, dblock.WithHistory())
+	}
+	table := dbtest.Table(t, db, d, opts...)
+	l, err := dblock.New(db, dblock.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
 }
 
 // getJSON decodes GET path into v, checking the status.
