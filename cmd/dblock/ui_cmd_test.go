@@ -23,16 +23,7 @@ import (
 // it serves at, the command and its stderr (to read once it exited).
 func startUI(ctx context.Context, t *testing.T, args ...string) (string, *exec.Cmd, *bytes.Buffer) {
 	t.Helper()
-	cmd, _, stderr := newCmd(ctx, nil, append([]string{"ui"}, args...)...)
-	cmd.Stdout = nil
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	cmd, out, stderr := startPiped(ctx, t, append([]string{"ui"}, args...)...)
 	line, err := bufio.NewReader(out).ReadString('\n')
 	m := regexp.MustCompile(`at (http://\S+/) `).FindStringSubmatch(line)
 	if m == nil {
