@@ -126,3 +126,43 @@ func TestText(t *testing.T) {
 		}
 	}
 }
+
+// TestStateCycle: two calls that each hold what the other waits for are a
+// cycle, and both waiters are marked so.
+func TestStateCycle(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		la, db, table := dbtest.Locker(t, d, dblock.WithWaiterRecords(0))
+		lb, err := dblock.New(db, dblock.WithTable(table), dblock.WithWaiterRecords(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lb.Close()
+		srv, _ := serve(t, la)
+		ctx := ctxT(t, 60*time.Second)
+		if _, err := la.TryLock(ctx, "a", dblock.Owner("alice")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lb.TryLock(ctx, "b", dblock.Owner("bob")); err != nil {
+			t.Fatal(err)
+		}
+		wctx, stop := context.WithCancel(ctx)
+		waits := make(chan error, 2)
+		go func() { _, err := la.Lock(wctx, "b", dblock.Owner("alice")); waits <- err }()
+		go func() { _, err := lb.Lock(wctx, "a", dblock.Owner("bob")); waits <- err }()
+		st := awaitState(ctx, t, srv, "a cycle", func(st state) bool { return st.Counts.Cycles == 1 })
+		if st.Counts.Chains != 1 || len(st.Chains) != 1 || !st.Chains[0].Cycle || len(st.Chains[0].Steps) != 2 {
+			t.Errorf("chains %+v (counts %+v), want one cycle of two", st.Chains, st.Counts)
+		}
+		for _, name := range []string{"a", "b"} {
+			if g, ok := find(st, groupLock, name); !ok || len(g.Waiters) != 1 || g.Waiters[0].Chain != "cycle" {
+				t.Errorf("%s: %+v, want its waiter marked as in a cycle", name, g)
+			}
+		}
+		stop()
+		for range 2 {
+			if err := <-waits; !errors.Is(err, context.Canceled) {
+				t.Errorf("waiter: %v, want context.Canceled", err)
+			}
+		}
+	})
+}
