@@ -51,6 +51,9 @@ func cmdUI(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	defer closeAll()
+	if _, err := l.List(ctx); err != nil { // the table is there and readable, as ls would find
+		return err
+	}
 	h, err := ui.Handler(l, opts...) // checks --interval and --permits
 	if err != nil {
 		return exitErr(exitUsage, err)

@@ -90,7 +90,8 @@ func TestUICommand(t *testing.T) {
 	}
 }
 
-// TestUICommandFlags: bad flags exit 64; a non-loopback --listen warns.
+// TestUICommandFlags: bad flags exit 64, a missing table 78; a
+// non-loopback --listen warns.
 func TestUICommandFlags(t *testing.T) {
 	flags, _ := freshTable(t, dblock.Postgres)
 	for _, args := range [][]string{
@@ -103,6 +104,9 @@ func TestUICommandFlags(t *testing.T) {
 		if r := cli(t, join("ui", args, flags)...); r.code != exitUsage {
 			t.Errorf("ui %v: status %d, stderr %q; want %d", args, r.code, r.stderr, exitUsage)
 		}
+	}
+	if r := cli(t, "ui", "--dsn", flags[1], "--table", "no_such_table"); r.code != exitConfig || !strings.Contains(r.stderr, "dblock migrate") {
+		t.Errorf("ui on a missing table: status %d, stderr %q; want %d, saying to migrate", r.code, r.stderr, exitConfig)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
