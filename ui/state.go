@@ -152,6 +152,13 @@ func read(ctx context.Context, l *dblock.Locker, permits map[string]int) state {
 			g.Writer = true
 		}
 	}
+	// A call that took what it waited for may show its record a moment
+	// longer, until its Locker deletes it: it waits no more.
+	holding := map[[3]string]bool{}
+	for _, h := range held {
+		r := dblock.Describe(h.Key)
+		holding[[3]string{kindOf(r.Kind), r.Name, h.Owner}] = true
+	}
 	seen := map[dblock.WaiterInfo]bool{}
 	for _, c := range chains {
 		long := len(c.Steps) > 1 || c.Cycle
@@ -163,7 +170,8 @@ func read(ctx context.Context, l *dblock.Locker, permits map[string]int) state {
 			st.Chains = append(st.Chains, toChain(c))
 		}
 		for _, s := range c.Steps {
-			if seen[s.Waiter] {
+			r := s.Waiter.What()
+			if seen[s.Waiter] || holding[[3]string{kindOf(r.Kind), r.Name, s.Waiter.Owner}] {
 				continue
 			}
 			seen[s.Waiter] = true
