@@ -8,7 +8,11 @@
 // "dblock ui". Mount it in an admin server of your own behind your own
 // authentication:
 //
-//	mux.Handle("/locks/", http.StripPrefix("/locks", auth(ui.Handler(locker))))
+//	page, err := ui.Handler(locker, ui.AllowUnlock())
+//	if err != nil {
+//		return err
+//	}
+//	mux.Handle("/locks/", http.StripPrefix("/locks", auth(page)))
 //
 // The page loads its script and style from the handler itself (nothing
 // from elsewhere, no inline script: a Content-Security-Policy of
