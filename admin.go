@@ -7,6 +7,8 @@ import (
 	"os/user"
 	"strconv"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/dblockhq/dblock/internal/dialect"
 )
@@ -98,13 +100,48 @@ func (l *Locker) Get(ctx context.Context, key string) (LockInfo, error) {
 // holder's writes. Use it to break a lock by hand; it is logged at Warn level
 // with the operating-system user, host and process that broke it.
 func (l *Locker) ForceUnlock(ctx context.Context, key string) (LockInfo, error) {
+	return l.forceUnlock(ctx, key, operator())
+}
+
+// MaxForceUnlockBy bounds the length of ForceUnlockBy's by, in bytes.
+const MaxForceUnlockBy = 160
+
+// ForceUnlockBy is ForceUnlock for a program that breaks locks on behalf
+// of someone else (an admin page, a chat bot): by names them, e.g.
+// "ui, from 10.0.0.7:51234", and is recorded beside the operating-system
+// user, host and process in the history's Detail ("by alice@web1 pid 42,
+// for ui, from 10.0.0.7:51234") and in the log. by must be 1 to
+// MaxForceUnlockBy bytes of printable UTF-8 on one line; else it returns an
+// error wrapping ErrInvalidOption.
+func (l *Locker) ForceUnlockBy(ctx context.Context, key, by string) (LockInfo, error) {
+	if err := validateBy(by); err != nil {
+		return LockInfo{}, err
+	}
+	return l.forceUnlock(ctx, key, operator()+", for "+by)
+}
+
+// validateBy checks ForceUnlockBy's by.
+func validateBy(by string) error {
+	if by == "" || len(by) > MaxForceUnlockBy || !utf8.ValidString(by) {
+		return fmt.Errorf("%w: ForceUnlockBy: by must be 1 to %d bytes of UTF-8, got %d bytes", ErrInvalidOption, MaxForceUnlockBy, len(by))
+	}
+	for _, r := range by {
+		if !unicode.IsPrint(r) {
+			return fmt.Errorf("%w: ForceUnlockBy: by %q holds a character that does not print", ErrInvalidOption, by)
+		}
+	}
+	return nil
+}
+
+// forceUnlock is ForceUnlock, recording who as who broke the lock.
+func (l *Locker) forceUnlock(ctx context.Context, key, who string) (LockInfo, error) {
 	if err := l.usable(); err != nil {
 		return LockInfo{}, err
 	}
 	if err := ValidateKey(key); err != nil {
 		return LockInfo{}, err
 	}
-	info, ok, err := l.forceRelease(ctx, key)
+	info, ok, err := l.forceRelease(ctx, key, who)
 	if err != nil {
 		return LockInfo{}, l.e.WrapErr("force unlock", key, err)
 	}
@@ -119,19 +156,19 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (LockInfo, error) 
 		}
 	}
 	l.log.Warn("dblock: lock broken by hand", "key", key, "owner", info.Owner,
-		"token", info.Token, "depth", info.Depth, "by", operator())
+		"token", info.Token, "depth", info.Depth, "by", who)
 	return lockInfo(info), nil
 }
 
 // forceRelease releases key's live row whoever holds it, and labels the
-// release in the history (WithHistory) as force-unlocked by operator(), in
-// one transaction; without a history table, the release alone.
-func (l *Locker) forceRelease(ctx context.Context, key string) (dialect.Info, bool, error) {
+// release in the history (WithHistory) as force-unlocked by who, in one
+// transaction; without a history table, the release alone.
+func (l *Locker) forceRelease(ctx context.Context, key, who string) (dialect.Info, bool, error) {
 	h := l.e.D().History()
 	if h.Label == "" {
 		return l.e.D().ForceRelease(ctx, l.db, key)
 	}
-	by := "by " + operator()
+	by := "by " + who
 	tx, err := l.db.BeginTx(ctx, nil)
 	if err != nil {
 		return dialect.Info{}, false, err

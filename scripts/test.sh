@@ -6,7 +6,10 @@
 # case runs, no errors, no overlapping holders; speed is not judged) and one
 # of the peer-libraries benchmark (bench/peers -check: every case, with etcd,
 # Redis and ZooKeeper started by bench/peers/servers.sh on ports of their own
-# and stopped at the step's end; a server that cannot be had fails the step);
+# and stopped at the step's end; a server that cannot be had fails the step)
+# and the browser test of dblock ui (ui/browsertest, a module of its own:
+# headless Debian chromium, installed by scripts/chromium.sh when missing,
+# driven by chromedp; no chromium fails the step);
 # then the same code
 # on TiDB (scripts/tidb.sh builds it once from the Go module proxy, cached
 # outside the repository, and starts it): the conformance suite, the root
@@ -47,6 +50,8 @@ step "bench smoke (dblock-bench -check)" go run ./cmd/dblock-bench -check -db al
 step "peers smoke (bench/peers -check, with servers.sh's etcd, Redis, ZooKeeper)" bash -c 'cd bench/peers && trap "./servers.sh stop" EXIT && ./servers.sh start &&
   GOWORK=off go run . -check -db all -systems all -duration 300ms -rounds 1 -ttl 2s -lease 4s -default-leases=false -handovers 3 -idle 50 -idle-window 500ms -svg "$1/peers.svg"' peers "$out"
 rm -rf "$out"
+step "browser test of dblock ui (ui/browsertest, chromium from scripts/chromium.sh)" bash -c 'cd ui/browsertest && ../../scripts/chromium.sh >/dev/null &&
+  GOWORK=off go test -count=1 -timeout 5m "$@" .' browser "$@"
 step "fault suite, portable mode (WithPortable)" env DBLOCK_FAULT_PORTABLE=1 go test -race -count=1 -timeout 20m -v "$@" -run TestFaults ./internal/faultsuite/
 step "fault suite, FIFO mode (WithFIFO)" env DBLOCK_FAULT_FIFO=1 go test -race -count=1 -timeout 20m -v "$@" -run TestFaults ./internal/faultsuite/
 # The oldest Go the modules support (go.mod's go line), fetched from the

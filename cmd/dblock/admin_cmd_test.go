@@ -90,15 +90,7 @@ func TestLsWatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd, _, stderr := newCmd(ctx, nil, join("ls", "--watch", "--json", "--interval", "20ms", flags)...)
-		cmd.Stdout = nil
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, out, stderr := startPiped(ctx, t, join("ls", "--watch", "--json", "--interval", "20ms", flags)...)
 		events := make(chan lockJSON)
 		go func() {
 			defer close(events)
@@ -192,16 +184,7 @@ func TestReapCommand(t *testing.T) {
 		// As a service: it reaps at once, then on the schedule, until SIGTERM.
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		cmd, _, stderr := newCmd(rctx, nil, join("reap", flags, "--schedule", "@every 1s")...)
-		cmd.Stdout = nil
-		cmd.Stdout = nil
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, out, stderr := startPiped(rctx, t, join("reap", flags, "--schedule", "@every 1s")...)
 		sc := bufio.NewScanner(out)
 		for i := range 2 {
 			if !sc.Scan() || !strings.Contains(sc.Text(), "reaped 0 rows") {

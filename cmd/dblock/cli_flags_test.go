@@ -34,15 +34,7 @@ func TestFlagsAfterArguments(t *testing.T) {
 	}
 
 	// leader NAME --watch prints the leader, then runs until interrupted.
-	cmd, _, stderr := newCmd(ctx, nil, join("leader", "scheduler", "--watch", flags)...)
-	cmd.Stdout = nil
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, out, stderr := startPiped(ctx, t, join("leader", "scheduler", "--watch", flags)...)
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil || !strings.Contains(line, `leader "node-1"`) {
 		_ = cmd.Process.Kill()

@@ -10,6 +10,7 @@
 //	dblock elect NAME [--value V] -- CMD [ARGS]  run CMD while this process leads NAME
 //	dblock reap [--schedule SPEC]                delete expired and released rows
 //	dblock unlock --force KEY                    break a lock by hand
+//	dblock ui [--listen A] [--allow-unlock]      a live web page of locks, waiters and history
 //	dblock demo [--workers N] [--keys K] [--duration D]
 //	dblock help [CMD], dblock --version
 //
@@ -63,6 +64,22 @@
 //
 // cron singletons: put "dblock run --no-wait --conflict-exit 0 --key job -- job"
 // in the crontab of every node; one node runs the job, the others exit 0.
+//
+// # UI
+//
+// ui serves a live web page of the table (package ui): what is held,
+// grouped as locks, leaders of elections, semaphore permits (used/N, with
+// --permits NAME=N) and shared locks, with owner, token, how long held and
+// how long the lease has left by the database's clock; the calls waiting
+// under what they wait for, with who blocks them, chains and cycles
+// marked; and, where the table keeps its history (migrate --history), a
+// timeline of a key. It listens on --listen (default 127.0.0.1:8080;
+// port 0 picks one, printed) and warns when that is not a loopback
+// address, since the page has no login; on loopback it answers requests
+// to loopback names only. Force-unlock is offered only with
+// --allow-unlock, behind a confirmation, and is recorded in the history as
+// done by this process for the page's client (dblock.Locker.ForceUnlockBy).
+// The DSN is never shown. It runs until interrupted.
 //
 // # Exit status
 //

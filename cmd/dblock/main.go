@@ -43,6 +43,7 @@ Usage:
   dblock elect NAME [--value V] -- CMD [ARGS] run CMD while this process leads NAME
   dblock reap [--schedule SPEC] [flags]       delete expired and released rows
   dblock unlock --force [flags] KEY           break a lock by hand (logged)
+  dblock ui [--listen A] [--allow-unlock]     a live web page of locks, waiters and history
   dblock demo [flags]                         workers contend for keys; checks safety
   dblock help [CMD] | dblock --version
 
@@ -89,6 +90,7 @@ var commands = map[string]command{
 	"elect":   cmdElect,
 	"reap":    cmdReap,
 	"unlock":  cmdUnlock,
+	"ui":      cmdUI,
 	"demo":    cmdDemo,
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"os/exec"
@@ -79,6 +80,24 @@ func newCmd(ctx context.Context, env []string, args ...string) (*exec.Cmd, *byte
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	return cmd, &stdout, &stderr
+}
+
+// startPiped starts dblock args with its stdout piped, for a test that
+// reads its lines while it runs (stderr is to be read once it exited); it
+// is killed at cleanup if it still runs.
+func startPiped(ctx context.Context, t testing.TB, args ...string) (*exec.Cmd, io.Reader, *bytes.Buffer) {
+	t.Helper()
+	cmd, _, stderr := newCmd(ctx, nil, args...)
+	cmd.Stdout = nil
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, out, stderr
 }
 
 // cliEnv runs dblock to completion (at most a minute) and returns what it did.
