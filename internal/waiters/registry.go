@@ -39,10 +39,13 @@ type Call struct {
 	start            time.Time
 	ticket           atomic.Int64
 
-	id    int64 // the record's number, under Registry.mu; 0: not written
-	done  bool  // under Registry.mu
-	shown int64 // the ticket the record shows; only the goroutine uses it
-	reg   *Registry
+	id   int64 // the record's number, under Registry.mu; 0: not written
+	done bool  // under Registry.mu
+	// failed: its record's write failed, tried again at the next beat;
+	// under Registry.mu.
+	failed bool
+	shown  int64 // the ticket the record shows; only the goroutine uses it
+	reg    *Registry
 }
 
 // SetTicket records the FIFO ticket the call waits with (0: none), for the
@@ -177,8 +180,18 @@ func (r *Registry) run() {
 		if len(r.written) > 0 {
 			next = min(next, time.Until(lastRenew.Add(r.c.Beat)))
 		}
-		if len(r.pending) > 0 {
-			next = min(next, r.c.Beat) // a write that failed, or one that Add scheduled meanwhile
+		// Calls that Add counted meanwhile are due at their own time (Add
+		// brought the timer forward, but this Reset comes after it);
+		// those whose write failed are tried again at the next beat.
+		for c := range r.pending {
+			if c.failed {
+				next = min(next, r.c.Beat)
+			} else {
+				next = min(next, r.c.After-time.Since(c.start))
+			}
+		}
+		if len(r.gone) > 0 {
+			next = 0 // calls that ended while their records were written
 		}
 		next = max(next, time.Millisecond)
 		r.due.Reset(next)
@@ -222,6 +235,7 @@ func (r *Registry) writeDue() time.Duration {
 			switch {
 			case err != nil:
 				if !c.done && !r.off.Load() {
+					c.failed = true
 					r.pending[c] = struct{}{} // tried again at the next beat
 					next = min(next, r.c.Beat)
 				}

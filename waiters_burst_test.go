@@ -1,0 +1,65 @@
+package dblock_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dbtest"
+)
+
+// A burst of waiting calls: every record shows long before the
+// heartbeat, and every record of a call that has ended goes, also those
+// whose call ended while its record was being written. The lease is long
+// (a beat of 100 s), so a record left for the next beat, or one left to
+// lapse, fails the 20 s waits (issue: a call that began waiting while the
+// Registry wrote a batch showed only at the next beat; a call that ended
+// while its record was written kept it until it lapsed).
+func TestWaitersBurst(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		holder, _, table := dbtest.Locker(t, d)
+		waiter, _ := newLocker(t, d, table, dblock.WithWaiterRecords(0), dblock.WithTTL(5*time.Minute))
+		ctx := ctxT(t, 2*time.Minute)
+		const n = 24
+		for round := range 3 {
+			var held []*dblock.Lock
+			for i := range n {
+				held = append(held, mustLock(t)(holder.Lock(ctx, fmt.Sprintf("burst-%d-%d", round, i))))
+			}
+			var wg sync.WaitGroup
+			errs := make(chan error, n)
+			for i := range n {
+				wg.Go(func() {
+					lk, err := waiter.Lock(ctx, fmt.Sprintf("burst-%d-%d", round, i))
+					if err == nil {
+						err = lk.Unlock(ctx)
+					}
+					errs <- err
+				})
+			}
+			if round == 0 {
+				// Every record shows.
+				awaitShown(t, holder, fmt.Sprintf("%d records", n), func(ws []dblock.WaiterInfo) bool { return len(ws) == n })
+			} else {
+				// The keys come free while the records are being written.
+				awaitStats(t, waiter, n)
+			}
+			for _, lk := range held {
+				if err := lk.Unlock(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			awaitShown(t, holder, "no record", func(ws []dblock.WaiterInfo) bool { return len(ws) == 0 })
+		}
+	})
+}
