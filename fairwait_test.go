@@ -121,3 +121,39 @@ func TestElectionFairAcrossLockers(t *testing.T) {
 		checkShares(t, "election", counts)
 	})
 }
+
+// With WithFIFO a semaphore's waiting calls take permits strictly in
+// order: the test's shares hold there too, and no two holders exceed the
+// permits.
+func TestSemaphoreFairFIFO(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		ctx := ctxT(t, 2*time.Minute)
+		ls := nodes(t, d, 3, dblock.WithFIFO())
+		sems := make([]*dblock.Semaphore, len(ls))
+		for i, l := range ls {
+			s, err := dblock.NewSemaphore(l, "fair-fifo", 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sems[i] = s
+		}
+		var inside, most atomic.Int32
+		counts := fairShares(t, ls, 3, 150, func(i int) (func() error, error) {
+			p, err := sems[i].Acquire(ctx)
+			if err != nil {
+				return nil, err
+			}
+			n := inside.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			return func() error {
+				inside.Add(-1)
+				return p.Release(ctx)
+			}, nil
+		})
+		checkShares(t, "semaphore, FIFO", counts)
+		if m := most.Load(); m > 2 {
+			t.Errorf("%d holders at once, want at most 2", m)
+		}
+	})
+}

@@ -101,7 +101,8 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (*Permit, error) {
 // came, in every process: a call that finds others waiting queues behind
 // them (a ticket in the FIFO queue table, as WithFIFO's, under
 // semaphore/<name>/*), and takes a permit only while fewer calls than
-// twice the permits (at most 8) are ahead of it. So no process starves, however often another
+// twice the permits (at most 8) are ahead of it; with WithFIFO, strictly
+// in order: only when none is. So no process starves, however often another
 // releases and acquires again. A release through this Semaphore wakes its
 // Locker's waiting calls at once; calls elsewhere poll, briskly while the
 // queue moves. An Acquire that finds nobody waiting costs one read of the

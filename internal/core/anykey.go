@@ -110,7 +110,8 @@ func (a *AnyKey) Wait(ctx context.Context, rec *waiters.Call) (*Lock, error) {
 }
 
 // waitTurn waits until fewer live tickets than twice the keys (and than a
-// read of the queue counts: fifo.Queue.AheadCap) are ahead of ticket t,
+// read of the queue counts: fifo.Queue.AheadCap; with WithFIFO, none) are
+// ahead of ticket t,
 // and then until a key is free, and takes it. Twice, not once: the
 // tickets of calls that have just taken a key count until their delete
 // lands. Without release events from other processes, a call whose turn
@@ -123,6 +124,9 @@ func (a *AnyKey) waitTurn(ctx context.Context, t int64, lastErr *error) (*Lock, 
 	b := e.WaitBackoff(e.cfg.TTL)
 	pace := fifo.Pace{ColdAfter: wait.ColdAfter}
 	window := min(2*len(a.keys), e.fifo.AheadCap())
+	if e.cfg.FIFO {
+		window = 1 // strict: the oldest ticket only (WithFIFO)
+	}
 	t0 := time.Now()
 	hot := 0 // polls left at the near pace since the queue last moved
 	last := -1
