@@ -132,8 +132,18 @@ func (a *AnyKey) waitTurn(ctx context.Context, t int64, lastErr *error) (*Lock, 
 	last := -1
 	eligible := false // fewer than window tickets ahead: never more, later
 	tries, reads := 0, 0
+	// Turns have lately taken q to come: the first read waits for half of
+	// that, unless a release here wakes it.
+	first := min(time.Duration(a.queued.Load())/2, e.cfg.RetryHi)
 	for {
 		freed := a.freed.Wait()
+		if reads == 0 && first > fifo.NearPoll {
+			if err := a.sleep(ctx, first, freed); err != nil {
+				return nil, WaitEnded(ctx, a.name, *lastErr)
+			}
+			first = 0
+			freed = a.freed.Wait()
+		}
 		var st fifo.State
 		var err error
 		if !eligible {
@@ -192,11 +202,7 @@ func (a *AnyKey) waitTurn(ctx context.Context, t int64, lastErr *error) (*Lock, 
 			last = st.Ahead
 			d = pace.Next(false, b.Next)
 			if q := time.Duration(a.queued.Load()); q > 0 {
-				share := q / 8
-				if reads == 1 {
-					share = q / 2
-				}
-				d = max(d, min(share, e.cfg.RetryHi))
+				d = max(d, min(q/8, e.cfg.RetryHi))
 			}
 		}
 		timer := time.NewTimer(d)
@@ -215,6 +221,22 @@ func (a *AnyKey) waitTurn(ctx context.Context, t int64, lastErr *error) (*Lock, 
 			return nil, dberr.ErrClosed
 		}
 	}
+}
+
+// sleep waits d, or until freed closes; it returns ctx's error, or
+// dberr.ErrClosed, when either ends first.
+func (a *AnyKey) sleep(ctx context.Context, d time.Duration, freed <-chan struct{}) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-freed:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-a.e.closing:
+		return dberr.ErrClosed
+	}
+	return nil
 }
 
 // sampleQueued adds a ticket's time from its insert to its turn to the
