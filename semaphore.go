@@ -80,8 +80,8 @@ func (s *Semaphore) Permits() int {
 
 // TryAcquire takes a free permit, or returns an error wrapping ErrLocked at
 // once when none is free. A permit is taken by one statement on
-// PostgreSQL and SQLite, two on MySQL (the take and a read of which
-// permit it was). It does not look at Acquire's queue: it may take a
+// PostgreSQL, SQLite, MySQL and MariaDB, two on TiDB (the take and a read
+// of which permit it was). It does not look at Acquire's queue: it may take a
 // permit that was freed while calls wait for one.
 func (s *Semaphore) TryAcquire(ctx context.Context) (*Permit, error) {
 	if err := s.usable(); err != nil {

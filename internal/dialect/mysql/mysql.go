@@ -47,6 +47,7 @@ type mysqlDialect struct {
 	getSQL, setDataSQL      string
 	liveSQL                 string
 	takeAnySQL, takenAnySQL string
+	takeAnyOneSQL           string // takeAny that reports the row (not TiDB)
 	existingSQL, ensureSQL  string
 	// FIFO grants (queue.pass) and the read of the next ticket.
 	passSQL, nextTicketSQL string
@@ -204,6 +205,7 @@ func build(cfg dialect.Config, tidb bool) *mysqlDialect {
 	m.liveSQL = queries.Get("live", r)
 	m.takeAnySQL = queries.Get("takeAny", r)
 	m.takenAnySQL = queries.Get("takenAny", r)
+	m.takeAnyOneSQL = queries.Get("takeAnyOne", r)
 	m.existingSQL = queries.Get("existing", r)
 	m.ensureSQL = queries.Get("ensure", r)
 	m.versionDDL = `CREATE TABLE IF NOT EXISTS ` + m.Quote(table+"_version") + ` (

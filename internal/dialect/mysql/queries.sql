@@ -268,6 +268,21 @@ UPDATE {t} SET
 WHERE key_id IN ({keys}) AND (depth = 0 OR {expired})
 ORDER BY key_id LIMIT 1
 
+-- name: takeAnyOne
+-- takeAny reporting which row it took with the token, in one value:
+-- LAST_INSERT_ID(token * 1024 + the row's place among {keys}, counted
+-- from 1; a semaphore has at most 1000), set by an assignment after
+-- token's (MySQL and MariaDB assign from left to right, each seeing the
+-- values assigned before it). A token too large for that reports minus
+-- the place, and is then read. Not on TiDB, whose tokens start above its
+-- timestamp oracle.
+UPDATE {t} SET
+  acquired_time = UTC_TIMESTAMP(6), token = token + 1,
+  depth = IF(LAST_INSERT_ID(IF(token < 9007199254740992, token * 1024 + FIELD(key_id, {keys}), -FIELD(key_id, {keys}))), 1, 1),
+  memo = ?, lease_ms = ?, data = NULL, update_time = UTC_TIMESTAMP(6)
+WHERE key_id IN ({keys}) AND (depth = 0 OR {expired})
+ORDER BY key_id LIMIT 1
+
 -- name: takenAny
 SELECT key_id FROM {t} WHERE key_id IN ({keys}) AND memo = ? AND token = ?
 

@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -31,9 +32,50 @@ func keyArgs(args []any, keys []string) []any {
 	return args
 }
 
-// TakeAny implements dialect.Dialect: the take, then a read of which row
-// it took (the memo is the acquisition's own).
+// TakeAny implements dialect.Dialect: one statement that reports the row
+// it took with its token (takeAnyOne), except on TiDB or for a token too
+// large to share the value: the take, then a read of which row it took
+// (the memo is the acquisition's own).
 func (m *mysqlDialect) TakeAny(ctx context.Context, q dialect.Querier, keys []string, owner string, ttl time.Duration) (string, int64, bool, error) {
+	e, err := m.on(ctx, q)
+	if err != nil {
+		return "", 0, false, err
+	}
+	if e.tidb || len(keys) >= 1024 {
+		return m.takeAnyRead(ctx, q, keys, owner, ttl)
+	}
+	args := keyArgs(keyArgs(nil, keys), keys)
+	args = keyArgs(append(args, owner, ttl.Milliseconds()), keys)
+	res, err := q.ExecContext(ctx, strings.ReplaceAll(m.takeAnyOneSQL, "{keys}", dialect.Placeholders("?", len(keys))), args...)
+	if err != nil {
+		return "", 0, false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return "", 0, false, err
+	}
+	v, err := res.LastInsertId()
+	if err != nil {
+		return "", 0, false, err
+	}
+	place := v % 1024
+	if v < 0 {
+		place = -v
+	}
+	if place < 1 || place > int64(len(keys)) {
+		return "", 0, false, fmt.Errorf("dblock: a permit's take reported %d, no row of the %d asked", v, len(keys))
+	}
+	key := keys[place-1]
+	if v < 0 { // a token too large to report with the row: read it
+		var token int64
+		err := dialect.QueryRow(ctx, q, m.ownedSQL, key, owner).Scan(&token)
+		return key, token, err == nil, err
+	}
+	return key, v / 1024, true, nil
+}
+
+// takeAnyRead is TakeAny in two statements: the take, then a read of
+// which row it took.
+func (m *mysqlDialect) takeAnyRead(ctx context.Context, q dialect.Querier, keys []string, owner string, ttl time.Duration) (string, int64, bool, error) {
 	res, err := q.ExecContext(ctx, withKeys(m.takeAnySQL, len(keys)), keyArgs([]any{owner, ttl.Milliseconds()}, keys)...)
 	if err != nil {
 		return "", 0, false, err
