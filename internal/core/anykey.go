@@ -77,8 +77,8 @@ func (a *AnyKey) Wait(ctx context.Context, rec *waiters.Call) (*Lock, error) {
 		if !e.RideOut(ctx, a.name, err, &lastErr) {
 			return nil, err
 		}
-		if err := e.Pause(ctx, a.name, b); err != nil {
-			return nil, WaitEnded(ctx, a.name, lastErr)
+		if _, err := a.sleep(ctx, b.Next(), nil); err != nil {
+			return nil, a.ended(ctx, err, lastErr)
 		}
 	}
 	for {
@@ -87,8 +87,8 @@ func (a *AnyKey) Wait(ctx context.Context, rec *waiters.Call) (*Lock, error) {
 			if !e.RideOut(ctx, a.name, err, &lastErr) {
 				return nil, err
 			}
-			if err := e.Pause(ctx, a.name, b); err != nil {
-				return nil, WaitEnded(ctx, a.name, lastErr)
+			if _, err := a.sleep(ctx, b.Next(), nil); err != nil {
+				return nil, a.ended(ctx, err, lastErr)
 			}
 			continue
 		}
@@ -138,8 +138,8 @@ func (a *AnyKey) waitTurn(ctx context.Context, t int64, lastErr *error) (*Lock, 
 	for {
 		freed := a.freed.Wait()
 		if reads == 0 && first > fifo.NearPoll {
-			if err := a.sleep(ctx, first, freed); err != nil {
-				return nil, WaitEnded(ctx, a.name, *lastErr)
+			if _, err := a.sleep(ctx, first, freed); err != nil {
+				return nil, a.ended(ctx, err, *lastErr)
 			}
 			first = 0
 			freed = a.freed.Wait()
@@ -205,38 +205,41 @@ func (a *AnyKey) waitTurn(ctx context.Context, t int64, lastErr *error) (*Lock, 
 				d = max(d, min(q/8, e.cfg.RetryHi))
 			}
 		}
-		timer := time.NewTimer(d)
-		select {
-		case <-timer.C:
-		case <-freed:
-			timer.Stop()
-			if eligible {
-				hot = wait.ColdAfter // a release here: the keys are in use
-			}
-		case <-ctx.Done():
-			timer.Stop()
-			return nil, WaitEnded(ctx, a.name, *lastErr)
-		case <-e.closing:
-			timer.Stop()
-			return nil, dberr.ErrClosed
+		woke, err := a.sleep(ctx, d, freed)
+		if err != nil {
+			return nil, a.ended(ctx, err, *lastErr)
+		}
+		if woke && eligible {
+			hot = wait.ColdAfter // a release here: the keys are in use
 		}
 	}
 }
 
-// sleep waits d, or until freed closes; it returns ctx's error, or
-// dberr.ErrClosed, when either ends first.
-func (a *AnyKey) sleep(ctx context.Context, d time.Duration, freed <-chan struct{}) error {
+// sleep waits d, or until freed (nil: none) closes, which it reports as
+// woke; it returns ctx's error, or dberr.ErrClosed, when either ends
+// first.
+func (a *AnyKey) sleep(ctx context.Context, d time.Duration, freed <-chan struct{}) (woke bool, err error) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return false, nil
 	case <-freed:
+		return true, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	case <-a.e.closing:
-		return dberr.ErrClosed
+		return false, dberr.ErrClosed
 	}
-	return nil
+}
+
+// ended is the error of a wait that sleep's err ended: dberr.ErrClosed
+// as it is, else the wait's end by ctx, with the last transient error.
+func (a *AnyKey) ended(ctx context.Context, err, last error) error {
+	if errors.Is(err, dberr.ErrClosed) {
+		return err
+	}
+	return WaitEnded(ctx, a.name, last)
 }
 
 // sampleQueued adds a ticket's time from its insert to its turn to the

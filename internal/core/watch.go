@@ -151,14 +151,14 @@ func (e *Engine) KeyChanged(ctx context.Context, key string, data bool) {
 	}
 }
 
-// announced reports whether releases of key notify whether or not another
-// Locker waits for it (Config.Announced).
 // fifoFor reports whether waiting calls for key queue in the order they
 // came (Config.FIFO, Config.FIFOKey).
 func (e *Engine) fifoFor(key string) bool {
 	return e.cfg.FIFO || e.cfg.FIFOKey != nil && e.cfg.FIFOKey(key)
 }
 
+// announced reports whether releases of key notify whether or not another
+// Locker waits for it (Config.Announced).
 func (e *Engine) announced(key string) bool {
 	return e.cfg.Announced != nil && e.cfg.Announced(key)
 }
