@@ -2,6 +2,7 @@ package dblock_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -79,30 +80,58 @@ func TestNoThunderingHerd(t *testing.T) {
 }
 
 // Eight goroutines over two Lockers share one key fairly: nobody gets more
-// than twice its fair share.
+// than twice its fair share, and neither Locker more than 0.6 of the
+// acquisitions (a Locker that hands the key among its own goroutines must
+// give it up to the other in turn).
 func TestFairness(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
 		_, _, table := dbtest.Locker(t, d)
 		ctx := ctxT(t, 2*time.Minute)
-		const perLocker, total = 4, 400
+		const perLocker, total = 4, 800
 		var taken atomic.Int64
 		counts := make([]int64, 2*perLocker)
+		var mu sync.Mutex
+		var order []byte // which Locker took each turn
 		var wg sync.WaitGroup
-		for li := range 2 {
-			l, _ := newLocker(t, d, table)
+		lockers := make([]*dblock.Locker, 2)
+		for li := range lockers {
+			lockers[li], _ = newLocker(t, d, table)
+			// A Locker that has held a key listens for waiters: on a
+			// machine short of CPU its listener's start took 350 ms,
+			// during which the other Locker had the key to itself.
+			if err := mustLock(t)(lockers[li].Lock(ctx, "fair-warm")).Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if d == dblock.Postgres {
+				<-dblock.ListenerReady(lockers[li])
+			}
+		}
+		start := make(chan struct{}) // both Lockers start together
+		// Only acquisitions made while both Lockers ask count: on a
+		// machine short of CPU the scheduler ran one Locker's goroutines
+		// 85 ms after the other's, which had the key to itself meanwhile.
+		var entered [2]atomic.Bool
+		for li, l := range lockers {
 			for g := range perLocker {
 				id := li*perLocker + g
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
+					<-start
+					entered[li].Store(true)
 					for taken.Load() < total {
 						lk, err := l.Lock(ctx, "fair")
 						if err != nil {
 							t.Error(err)
 							return
 						}
-						taken.Add(1)
-						counts[id]++
+						if entered[0].Load() && entered[1].Load() {
+							taken.Add(1)
+							counts[id]++
+							mu.Lock()
+							order = append(order, byte('A'+li))
+							mu.Unlock()
+						}
 						spin(20 * time.Microsecond)
 						if err := lk.Unlock(ctx); err != nil {
 							t.Error(err)
@@ -112,18 +141,39 @@ func TestFairness(t *testing.T) {
 				}()
 			}
 		}
+		close(start)
 		wg.Wait()
 		var sum, maxc int64
-		for _, c := range counts {
+		perL := make([]int64, 2)
+		for id, c := range counts {
 			sum += c
 			maxc = max(maxc, c)
+			perL[id/perLocker] += c
 		}
 		share := float64(maxc) / float64(sum)
-		t.Logf("acquisitions per goroutine %v, max share %.3f (fair 0.125)", counts, share)
+		lshare := float64(max(perL[0], perL[1])) / float64(sum)
+		t.Logf("acquisitions per goroutine %v, max share %.3f (fair 0.125), per Locker %v (%.3f)", counts, share, perL, lshare)
 		if share > 0.25 {
 			t.Errorf("max share %.3f > 0.25 (twice the fair share)", share)
 		}
+		if lshare > 0.6 {
+			t.Errorf("one Locker took %.3f of the acquisitions > 0.6; in order: %s", lshare, runs(order))
+		}
 	})
+}
+
+// runs writes a sequence of Locker letters as runs: "A12 B3 A40".
+func runs(order []byte) string {
+	var b []byte
+	for i := 0; i < len(order); {
+		j := i
+		for j < len(order) && order[j] == order[i] {
+			j++
+		}
+		b = fmt.Appendf(b, "%c%d ", order[i], j-i)
+		i = j
+	}
+	return string(b)
 }
 
 // spin busy-waits d on the monotonic clock (time.Sleep of microseconds

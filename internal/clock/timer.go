@@ -16,6 +16,7 @@ type Timer struct {
 	mu    sync.Mutex
 	gen   uint64      // Resets and Stops so far
 	t     *time.Timer // the last coarse Reset's
+	due   time.Time   // when the last Reset is due
 }
 
 // Reset makes C receive once, d from now, and nothing before.
@@ -23,6 +24,7 @@ func (p *Timer) Reset(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	gen := p.stopLocked()
+	p.due = time.Now().Add(d)
 	if d < FineBelow {
 		if p.clock == nil && p.owner != nil {
 			p.clock, p.owner = p.owner.fineClock(), nil
@@ -32,6 +34,14 @@ func (p *Timer) Reset(d time.Duration) {
 		}
 	}
 	p.t = time.AfterFunc(d, func() { p.fire(gen) })
+}
+
+// Due is when the last Reset is due: C receives at or after it, as late as
+// the Go scheduler and the machine make it.
+func (p *Timer) Due() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.due
 }
 
 // Stop makes C receive nothing until the next Reset.

@@ -100,24 +100,44 @@ func (k *Lock) handedTo(ctx context.Context, memo string) (token int64, ok bool)
 }
 
 // localRun is how long a run of local handovers of key fairness allows;
-// blind says that no other Locker can be known to wait (fair.Marks.BlindRun).
+// blind says that no other Locker is known to wait (the yield that ends
+// the run does not grow, fair.Marks.Yield).
 func (e *Engine) localRun(key string) (lim fair.Limit, blind bool) {
 	switch {
 	case e.notifying() && !e.wantedElsewhere(key):
-		return fair.Unbounded, false // another Locker's waiter would have said so
+		return fair.Unheard, true // another Locker's waiter would have said so, unless it could not
 	case e.notifying() || e.fairPolling(key):
 		return fair.Contended, false
 	}
 	return e.fair.BlindRun(key), true
 }
 
-// yielding reports whether our waiters for key stand back; if so it sets
-// poll to fire when they may try again (outside fair.mu: a poll timer's
-// first short delay starts the fine clock).
-func (e *Engine) yielding(key string, poll *clock.Timer) bool {
+// standingBack reports whether our waiter w for key stands back after a
+// release of ours that gave the key up; if so it sets poll to fire when
+// it should look again (outside fair.mu: a poll timer's first short delay
+// starts the fine clock). Without release events nothing says that
+// another Locker has taken the key, so the waiter, woken by its poll,
+// reads the row meanwhile: held elsewhere answers the yield (the waiter
+// then waits for that holder as any other).
+func (e *Engine) standingBack(ctx context.Context, key string, w *waiter, poll *clock.Timer, polled bool) bool {
 	d := e.fair.YieldLeft(key)
-	if d > 0 {
-		poll.Reset(d)
+	if d <= 0 {
+		return false
 	}
-	return d > 0
+	if e.notifying() {
+		poll.Reset(d)
+		return true
+	}
+	if polled {
+		t0 := poll.Due() // as late as the poll came (waitStep.attempt)
+		held, _ := e.heldElsewhere(ctx, key, w.Cfg.Owner)
+		e.fair.RoundTrip(time.Since(t0))
+		if held {
+			e.fair.Foreign(key)
+			poll.Reset(jitter(fair.Poll))
+			return true
+		}
+	}
+	poll.Reset(min(d, jitter(fair.Poll)))
+	return true
 }

@@ -99,11 +99,19 @@ func (e *Engine) unlockUnwanted(key string, lk *Lock) {
 }
 
 // announceWant tells the key's holder, wherever it is, that we wait, so its
-// release notifies us. Best effort: a waiter that is not notified polls.
-func (e *Engine) announceWant(ctx context.Context, keys ...string) {
-	if n := e.d.Notifier(); n != nil && e.notifying() && len(keys) > 0 {
-		if err := n.Want(ctx, e.q, e.id, keys); err != nil {
-			e.log.Debug("dblock: announcing a waiter failed", "keys", len(keys), "err", err)
-		}
+// release notifies us, and it bounds its runs of local handovers (fair).
+// Also while our own listener is down or starting: the holder must not
+// take our silence for nobody waiting. Best effort: a waiter that is not
+// notified polls. It reports whether it told (not when the statement
+// failed).
+func (e *Engine) announceWant(ctx context.Context, keys ...string) bool {
+	n := e.d.Notifier()
+	if n == nil || len(keys) == 0 {
+		return false
 	}
+	if err := n.Want(ctx, e.q, e.id, keys); err != nil {
+		e.log.Debug("dblock: announcing a waiter failed", "keys", len(keys), "err", err)
+		return false
+	}
+	return true
 }

@@ -67,11 +67,11 @@ func (e *Engine) waitFor(ctx context.Context, key string, w *waiter, s *waitStep
 		case <-e.closing:
 			return nil, dberr.ErrClosed
 		}
-		if !s.mayAsk(e, key, w, poll) {
+		if !s.mayAsk(ctx, e, key, w, poll, polled) {
 			continue
 		}
 		if !e.leases.Holds(key) && e.waits.BeginTry(key, w) {
-			lk, wait, holder, err := s.attempt(ctx, e, key, w, polled, &b)
+			lk, wait, holder, err := s.attempt(ctx, e, key, w, poll, polled, &b)
 			if !wait && err != nil && e.uncertain(err) {
 				e.freshOwner(w) // while trying: no handover reads it
 			}
@@ -86,8 +86,7 @@ func (e *Engine) waitFor(ctx context.Context, key string, w *waiter, s *waitStep
 			if holder != 0 {
 				idle.Saw(holder)
 			}
-			if time.Now().After(wantAgain) {
-				e.announceWant(ctx, key)
+			if time.Now().After(wantAgain) && e.announceWant(ctx, key) {
 				wantAgain = time.Now().Add(fair.WantWindow / 2)
 			}
 			if !s.fifo && !e.leases.Holds(key) {
@@ -122,16 +121,16 @@ type waitStep struct {
 
 // mayAsk reports whether w may ask the database now: a plain waiter when
 // it is the first, and its Locker does not stand back from the key (poll
-// is then set for when it may); a FIFO waiter when it is the first or was
-// told of a grant.
-func (s *waitStep) mayAsk(e *Engine, key string, w *waiter, poll *clock.Timer) bool {
+// is then set for when it may; polled says the poll woke it); a FIFO
+// waiter when it is the first or was told of a grant.
+func (s *waitStep) mayAsk(ctx context.Context, e *Engine, key string, w *waiter, poll *clock.Timer, polled bool) bool {
 	if s.fifo {
 		return e.waits.MayAsk(key, w)
 	}
 	if !e.waits.IsHead(key, w) {
 		return false // woken by a stale signal; wait for our turn
 	}
-	return !e.yielding(key, poll) // we just gave the key up: other Lockers go first
+	return !e.standingBack(ctx, key, w, poll, polled) // we just gave the key up: other Lockers go first
 }
 
 // attempt is one try of w's: it returns the lock, or wait (err then wraps
@@ -140,7 +139,7 @@ func (s *waitStep) mayAsk(e *Engine, key string, w *waiter, poll *clock.Timer) b
 // poll reads before it writes: a failed write attempt would lock the row,
 // and cost the holder's next statement a wait. A FIFO waiter's read may
 // start its backoff again (*b).
-func (s *waitStep) attempt(ctx context.Context, e *Engine, key string, w *waiter, polled bool, b **backoff) (lk *Lock, wait bool, holder int64, err error) {
+func (s *waitStep) attempt(ctx context.Context, e *Engine, key string, w *waiter, poll *clock.Timer, polled bool, b **backoff) (lk *Lock, wait bool, holder int64, err error) {
 	if s.fifo {
 		st, granted, wait, err := e.takeTurn(ctx, key, w.Cfg, s.t, s.memo, s.take)
 		if !wait {
@@ -158,10 +157,19 @@ func (s *waitStep) attempt(ctx context.Context, e *Engine, key string, w *waiter
 		}
 		return nil, true, holder, err
 	}
+	// How long a poll takes to reach the database counts: from when the
+	// poll was due, as late as the scheduler made it, to the statement's
+	// answer (a yield's window spans it, fair.Marks.RoundTrip).
+	t0 := time.Now()
+	if due := poll.Due(); polled && due.Before(t0) {
+		t0 = due
+	}
+	defer func() { e.fair.RoundTrip(time.Since(t0)) }()
 	if polled {
 		if held, token := e.heldElsewhere(ctx, key, w.Cfg.Owner); held {
 			return nil, true, token, dialect.ErrLocked // never returned: the call waits on
 		}
+		t0 = time.Now() // one statement's round trip
 	}
 	lk, err = e.Try(ctx, key, w.Cfg)
 	return lk, errors.Is(err, dialect.ErrLocked), 0, err

@@ -8,7 +8,8 @@ import (
 // TestMayHandOn: while another Locker waits, local handovers in a row stop
 // at ContendedTurns or once the run has lasted ContendedRun, whichever
 // comes first; blind runs (no other Locker can be known) within their
-// level's bounds; with nobody else waiting, neither bound applies.
+// level's bounds; with nobody heard of (release events on), within the
+// bounds a blind run grows to.
 func TestMayHandOn(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	contended := Limit{ContendedTurns, ContendedRun}
@@ -27,7 +28,8 @@ func TestMayHandOn(t *testing.T) {
 		{"blind limit", blindTurns, Limit{blindTurns, ContendedRun}, 0, false},
 		{"grown blind run past the base bound", blindTurns, grown, ContendedRun, true},
 		{"grown blind run too long", 1, grown, grown.Run, false},
-		{"nobody else waits", 1000, Unbounded, time.Hour, true},
+		{"nobody heard of, within the bounds", blindTurns<<maxBlindLevel - 1, Unheard, ContendedRun << maxBlindLevel / 2, true},
+		{"nobody heard of, for too long", 1, Unheard, ContendedRun << maxBlindLevel, false},
 	} {
 		if got := c.lim.MayHandOn(c.turns, start, start.Add(c.elapsed)); got != c.want {
 			t.Errorf("%s: %+v.MayHandOn(%d, +%v) = %v, want %v", c.name, c.lim, c.turns, c.elapsed, got, c.want)
@@ -35,8 +37,8 @@ func TestMayHandOn(t *testing.T) {
 	}
 }
 
-// TestBlindRunGrows: a blind run's bounds double at every second yield in
-// a row that our own waiter took back (the next token), up to
+// TestBlindRunGrows: a blind run's bounds double at every unusedPerLevel-th
+// yield in a row that our own waiter took back (the next token), up to
 // maxBlindLevel doublings, and
 // fall back to the base when another Locker took the key in between, or
 // was seen holding it.
@@ -51,12 +53,12 @@ func TestBlindRunGrows(t *testing.T) {
 		t.Fatalf("after an acquisition without a yield: %+v", got)
 	}
 	token := int64(10)
-	for n := 1; n <= 2*maxBlindLevel+2; n++ {
+	for n := 1; n <= unusedPerLevel*maxBlindLevel+2; n++ {
 		m.Yield("k", token, true)
 		m.TookBack("other", token+1) // another key's acquisition says nothing of k
 		m.TookBack("k", token+1)
 		token += 50
-		want := min(n/2, maxBlindLevel)
+		want := min(n/unusedPerLevel, maxBlindLevel)
 		if got := m.BlindRun("k"); got != (Limit{blindTurns << want, ContendedRun << want}) {
 			t.Fatalf("after %d unused yields: %+v, want level %d", n, got, want)
 		}

@@ -15,24 +15,27 @@ const WantWindow = 2 * time.Second
 // contend for when no release events exist (MySQL).
 const Poll = time.Millisecond
 
-// YieldWindow is how long, at most, our waiters stand back after a release
-// that gave the key up: the longest poll period of a contending waiter
-// elsewhere (Poll/2 + up to Poll), so that it polls at least once
-// meanwhile. On PostgreSQL the other Locker's release event ends it
-// sooner (EndYield).
+// YieldWindow is the base of how long our waiters stand back after a
+// release that gave the key up: the longest poll period of a contending
+// waiter elsewhere (Poll/2 + up to Poll), so that it polls at least once
+// meanwhile; yield.go adds round trips and grows it. Another Locker seen
+// with the key ends it sooner (EndYield: its release event on
+// PostgreSQL, or our waiter's read).
 const YieldWindow = 3 * Poll / 2
 
 // Marks is what one Locker knows of contention for its keys. The zero
 // Marks is ready to use.
 type Marks struct {
 	mu      sync.Mutex
-	wanted  map[string]time.Time // tags of keys others wait for
-	foreign map[string]time.Time // keys our waiters found held elsewhere
-	yields  map[string]time.Time // keys our waiters stand back from
+	wanted  map[string]time.Time  // tags of keys others wait for
+	foreign map[string]time.Time  // keys our waiters found held elsewhere
+	yields  map[string]yieldState // keys our waiters stand back from
 	blind   blindRuns
 	// yieldsPending is len(blind.yielded), read without mu by every
 	// acquisition.
 	yieldsPending atomic.Int64
+	// rtt is the mean round trip of our waiters' statements (ns).
+	rtt atomic.Int64
 }
 
 // markUntil records key in *m until t. A map grown past 4096 keys is
@@ -82,12 +85,13 @@ func (m *Marks) Wanted(tag string) bool {
 }
 
 // Foreign records that our waiter for key found it held by another
-// Locker.
+// Locker, which answers our last yield of it.
 func (m *Marks) Foreign(key string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	markUntil(&m.foreign, key, time.Now().Add(WantWindow))
 	m.blind.seenElsewhere(key)
+	m.answer(key)
 }
 
 // Contended reports whether our waiter for key found it held by another
@@ -98,10 +102,10 @@ func (m *Marks) Contended(key string) bool {
 	return live(m.foreign, key)
 }
 
-// Yield makes our waiters for key stand back for YieldWindow, after a
-// release that left its row with token; a blind run's yield is kept to
-// learn whether it went unused (only those: every acquisition looks for
-// one while any is kept).
+// Yield makes our waiters for key stand back (yield.go says how long),
+// after a release that left its row with token; a blind run's yield is
+// kept to learn whether it went unused (only those: every acquisition
+// looks for one while any is kept).
 func (m *Marks) Yield(key string, token int64, blind bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -109,28 +113,23 @@ func (m *Marks) Yield(key string, token int64, blind bool) {
 		m.blind.yieldedAt(key, token)
 		m.yieldsPending.Store(int64(len(m.blind.yielded)))
 	}
-	markUntil(&m.yields, key, time.Now().Add(YieldWindow))
+	m.yieldFrom(key, blind)
 }
 
 // EndYield ends our standing back from key: another Locker has had it.
 func (m *Marks) EndYield(key string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.yields, key)
+	m.answer(key)
 }
 
 // YieldLeft is how long our waiters for key still stand back (0: not).
 func (m *Marks) YieldLeft(key string) time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	until, ok := m.yields[key]
+	st, ok := m.yields[key]
 	if !ok {
 		return 0
 	}
-	d := time.Until(until)
-	if d <= 0 {
-		delete(m.yields, key)
-		return 0
-	}
-	return d
+	return max(time.Until(st.until), 0)
 }
