@@ -115,3 +115,22 @@ func (e *Engine) announceWant(ctx context.Context, keys ...string) bool {
 	}
 	return true
 }
+
+// wantIfBlocked announces once that we wait for key if the try about to be
+// sent is not answered soon (returned timer stopped when it is; nil
+// without release events). On PostgreSQL a try's INSERT … ON CONFLICT
+// queues for the row's lock behind the holder's handovers and starts over
+// at each new version of the row: a waiter that says it waits only after
+// its try has failed said nothing for 190 ms of another Locker's local
+// handovers on a machine short of CPU (TestFairness), and the holder, not
+// hearing of it, ran on (fair.Unheard).
+func (e *Engine) wantIfBlocked(ctx context.Context, key string) *time.Timer {
+	if e.d.Notifier() == nil {
+		return nil
+	}
+	d := max(blockedAfter, 4*e.fair.RoundTripMean())
+	return time.AfterFunc(d, func() { e.announceWant(ctx, key) })
+}
+
+// blockedAfter is the least wait of a try that counts as blocked.
+const blockedAfter = 5 * time.Millisecond

@@ -171,7 +171,11 @@ func (s *waitStep) attempt(ctx context.Context, e *Engine, key string, w *waiter
 		}
 		t0 = time.Now() // one statement's round trip
 	}
+	blocked := e.wantIfBlocked(ctx, key)
 	lk, err = e.Try(ctx, key, w.Cfg)
+	if blocked != nil {
+		blocked.Stop()
+	}
 	return lk, errors.Is(err, dialect.ErrLocked), 0, err
 }
 

@@ -78,3 +78,58 @@ func TestBlindRunGrows(t *testing.T) {
 		t.Fatalf("%d yields still pending after every one was taken back", n)
 	}
 }
+
+// TestYieldWindowGrows: where another Locker is known to wait, a yield's
+// window doubles after each yield nobody answered (up to maxYieldLevel),
+// stays after one answered late, halves after one answered within a
+// quarter of it, and never grows for a blind run; another Locker seen with
+// the key (EndYield, Foreign) ends the standing back at once.
+func TestYieldWindowGrows(t *testing.T) {
+	var m Marks
+	m.RoundTrip(50 * time.Millisecond) // windows of 100 ms and more: no test sees one pass
+	level := func() int { return m.yields["k"].level }
+	for n := range maxYieldLevel + 2 {
+		m.Yield("k", 1, false)
+		if want := min(n, maxYieldLevel); level() != want {
+			t.Fatalf("after %d unanswered yields: level %d, want %d", n, level(), want)
+		}
+		if left := m.YieldLeft("k"); left <= 0 || left > m.window(level()) {
+			t.Fatalf("level %d: standing back %v, window %v", level(), left, m.window(level()))
+		}
+	}
+	if m.window(maxYieldLevel) > maxYield {
+		t.Fatalf("window %v past its bound %v", m.window(maxYieldLevel), maxYield)
+	}
+	m.EndYield("k") // answered at once: a quarter of the window had not passed
+	if m.YieldLeft("k") != 0 {
+		t.Fatal("still standing back after another Locker had the key")
+	}
+	if level() != maxYieldLevel-1 {
+		t.Fatalf("after a quick answer: level %d, want %d", level(), maxYieldLevel-1)
+	}
+	m.Yield("k", 1, false) // the last was answered: no growth
+	if level() != maxYieldLevel-1 {
+		t.Fatalf("after an answered yield: level %d, want %d", level(), maxYieldLevel-1)
+	}
+	m.Foreign("k") // our waiter found it held elsewhere: answered too
+	if m.YieldLeft("k") != 0 || !m.yields["k"].answered {
+		t.Fatal("Foreign did not answer the yield")
+	}
+	for range 3 {
+		m.Yield("k", 1, true)
+		if level() != 0 {
+			t.Fatalf("a blind run's yield at level %d, want 0", level())
+		}
+	}
+}
+
+// TestRoundTripMean: the first sample sets the mean, later ones move it by
+// an eighth.
+func TestRoundTripMean(t *testing.T) {
+	var m Marks
+	m.RoundTrip(8 * time.Millisecond)
+	m.RoundTrip(16 * time.Millisecond)
+	if got := m.RoundTripMean(); got != 9*time.Millisecond {
+		t.Fatalf("mean %v, want 9ms", got)
+	}
+}

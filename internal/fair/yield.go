@@ -48,6 +48,9 @@ func (m *Marks) RoundTrip(d time.Duration) {
 	m.rtt.Store(old + (int64(d)-old)/8)
 }
 
+// RoundTripMean is the mean of what RoundTrip recorded (0: nothing yet).
+func (m *Marks) RoundTripMean() time.Duration { return time.Duration(m.rtt.Load()) }
+
 // yieldFrom starts key's yield; blind says that no other Locker is known
 // to wait (its window does not grow). Under mu.
 func (m *Marks) yieldFrom(key string, blind bool) {
