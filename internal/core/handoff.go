@@ -116,16 +116,17 @@ func (e *Engine) localRun(key string) (lim fair.Limit, blind bool) {
 // release of ours that gave the key up; if so it sets poll to fire when
 // it should look again (outside fair.mu: a poll timer's first short delay
 // starts the fine clock). Without release events nothing says that
-// another Locker has taken the key, so the waiter, woken by its poll,
-// reads the row meanwhile: held elsewhere answers the yield (the waiter
-// then waits for that holder as any other).
+// another Locker has taken the key, so where one is known to contend for
+// it the waiter, woken by its poll, reads the row meanwhile: held
+// elsewhere answers the yield (the waiter then waits for that holder as
+// any other).
 func (e *Engine) standingBack(ctx context.Context, key string, w *waiter, poll *clock.Timer, polled bool) bool {
 	d := e.fair.YieldLeft(key)
 	if d <= 0 {
 		return false
 	}
-	if e.notifying() {
-		poll.Reset(d)
+	if e.notifying() || !e.fair.Contended(key) {
+		poll.Reset(d) // events answer, or nobody is known to (a blind run's yield)
 		return true
 	}
 	if polled {

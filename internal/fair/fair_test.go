@@ -28,8 +28,8 @@ func TestMayHandOn(t *testing.T) {
 		{"blind limit", blindTurns, Limit{blindTurns, ContendedRun}, 0, false},
 		{"grown blind run past the base bound", blindTurns, grown, ContendedRun, true},
 		{"grown blind run too long", 1, grown, grown.Run, false},
-		{"nobody heard of, within the bounds", blindTurns<<maxBlindLevel - 1, Unheard, ContendedRun << maxBlindLevel / 2, true},
-		{"nobody heard of, for too long", 1, Unheard, ContendedRun << maxBlindLevel, false},
+		{"nobody heard of, within the bounds", Unheard.Turns - 1, Unheard, Unheard.Run / 2, true},
+		{"nobody heard of, for too long", 1, Unheard, Unheard.Run, false},
 	} {
 		if got := c.lim.MayHandOn(c.turns, start, start.Add(c.elapsed)); got != c.want {
 			t.Errorf("%s: %+v.MayHandOn(%d, +%v) = %v, want %v", c.name, c.lim, c.turns, c.elapsed, got, c.want)

@@ -26,10 +26,18 @@ import (
 // cold.
 const (
 	// ColdAfter is how many polls in a row that find the same holder make
-	// a waiter cold.
+	// a waiter cold, once that holder has been seen for ColdHold (where no
+	// release events wake waiters).
 	ColdAfter = 32
-	idleMin   = 5 * time.Millisecond
-	idleCap   = 25 * time.Millisecond
+	// ColdHold: 32 polls of a millisecond are not a long hold. A waiter
+	// sent cold after them reads at the idle poller's pace (up to
+	// idleCap), and so missed the short windows in which another Locker
+	// gave up a contended key: that Locker took all of TestFairness's 800
+	// acquisitions beside two busy loops, where its goroutine holding
+	// the key had waited for the CPU through 32 of the other's polls.
+	ColdHold = 250 * time.Millisecond
+	idleMin  = 5 * time.Millisecond
+	idleCap  = 25 * time.Millisecond
 	// idleBatch bounds the keys of one statement (MySQL IN lists, padded
 	// to a power of two).
 	idleBatch = 512
@@ -280,17 +288,18 @@ func (p *Idle) wakeFree(keys []string) (found bool, busy map[string]bool, ok boo
 type ColdWaiter struct {
 	p      *Idle
 	key    string
-	token  int64 // the holder's token at the last poll
-	misses int   // polls in a row that found that token
+	token  int64     // the holder's token at the last poll
+	since  time.Time // when a poll first found that token
+	misses int       // polls in a row that found that token
 	cold   bool
 }
 
 // Saw counts a poll that found the key held elsewhere under token.
 func (c *ColdWaiter) Saw(token int64) {
 	if token != c.token {
-		c.token, c.misses = token, 0
+		c.token, c.misses, c.since = token, 0, time.Now()
 	}
-	if c.misses++; !c.cold && (c.misses >= ColdAfter || c.p.host.Notifying()) {
+	if c.misses++; !c.cold && (c.misses >= ColdAfter && time.Since(c.since) >= ColdHold || c.p.host.Notifying()) {
 		c.cold = true
 		c.p.goCold(c.key)
 	}
