@@ -465,18 +465,15 @@ func (m *mysqlDialect) Held(ctx context.Context, q dialect.Querier, key, owner s
 }
 
 func (m *mysqlDialect) Handoff(ctx context.Context, q dialect.Querier, key, owner string, token int64, to string, ttl time.Duration, data []byte) (int64, bool, error) {
-	res, err := q.ExecContext(ctx, m.handoffSQL, to, ttl.Milliseconds(), data, key, owner, token)
-	if err != nil {
+	newToken, ok, err := oneRowID(q.ExecContext(ctx, m.handoffSQL, to, ttl.Milliseconds(), data, key, owner, token))
+	if !ok {
 		return 0, false, err
 	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return 0, false, err
+	if newToken <= token {
+		err := fmt.Errorf("dblock: handover of %q reported token %d after %d", key, newToken, token)
+		return newToken, false, err
 	}
-	newToken, err := res.LastInsertId()
-	if err == nil && newToken <= token {
-		err = fmt.Errorf("dblock: handover of %q reported token %d after %d", key, newToken, token)
-	}
-	return newToken, err == nil, err
+	return newToken, true, nil
 }
 
 // MigrateLock takes GET_LOCK, or in portable mode (and on TiDB, which

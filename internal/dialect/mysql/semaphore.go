@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"time"
@@ -11,7 +12,20 @@ import (
 
 // withKeys fills {keys} with n placeholders.
 func withKeys(query string, n int) string {
-	return strings.Replace(query, "{keys}", dialect.Placeholders("?", n), 1)
+	return strings.ReplaceAll(query, "{keys}", dialect.Placeholders("?", n))
+}
+
+// oneRowID reports the LAST_INSERT_ID a statement that changed exactly one
+// row set; ok is false when it changed none (err nil) or failed.
+func oneRowID(res sql.Result, err error) (int64, bool, error) {
+	if err != nil {
+		return 0, false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return 0, false, err
+	}
+	id, err := res.LastInsertId()
+	return id, err == nil, err
 }
 
 // pow2 is the smallest power of two not below n: lists of keys are padded
@@ -46,15 +60,8 @@ func (m *mysqlDialect) TakeAny(ctx context.Context, q dialect.Querier, keys []st
 	}
 	args := keyArgs(keyArgs(nil, keys), keys)
 	args = keyArgs(append(args, owner, ttl.Milliseconds()), keys)
-	res, err := q.ExecContext(ctx, strings.ReplaceAll(m.takeAnyOneSQL, "{keys}", dialect.Placeholders("?", len(keys))), args...)
-	if err != nil {
-		return "", 0, false, err
-	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return "", 0, false, err
-	}
-	v, err := res.LastInsertId()
-	if err != nil {
+	v, ok, err := oneRowID(q.ExecContext(ctx, withKeys(m.takeAnyOneSQL, len(keys)), args...))
+	if !ok {
 		return "", 0, false, err
 	}
 	place := v % 1024
@@ -76,15 +83,8 @@ func (m *mysqlDialect) TakeAny(ctx context.Context, q dialect.Querier, keys []st
 // takeAnyRead is TakeAny in two statements: the take, then a read of
 // which row it took.
 func (m *mysqlDialect) takeAnyRead(ctx context.Context, q dialect.Querier, keys []string, owner string, ttl time.Duration) (string, int64, bool, error) {
-	res, err := q.ExecContext(ctx, withKeys(m.takeAnySQL, len(keys)), keyArgs([]any{owner, ttl.Milliseconds()}, keys)...)
-	if err != nil {
-		return "", 0, false, err
-	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return "", 0, false, err
-	}
-	token, err := res.LastInsertId()
-	if err != nil {
+	token, ok, err := oneRowID(q.ExecContext(ctx, withKeys(m.takeAnySQL, len(keys)), keyArgs([]any{owner, ttl.Milliseconds()}, keys)...))
+	if !ok {
 		return "", 0, false, err
 	}
 	var key string
