@@ -86,7 +86,7 @@ func TestBlindRunGrows(t *testing.T) {
 // the key (EndYield, Foreign) ends the standing back at once.
 func TestYieldWindowGrows(t *testing.T) {
 	var m Marks
-	m.RoundTrip(50 * time.Millisecond) // windows of 100 ms and more: no test sees one pass
+	m.RoundTrip(maxRoundTrip) // windows of 50 ms and more: no test sees one pass
 	level := func() int { return m.yields["k"].level }
 	for n := range maxYieldLevel + 2 {
 		m.Yield("k", 1, false)
@@ -124,12 +124,17 @@ func TestYieldWindowGrows(t *testing.T) {
 }
 
 // TestRoundTripMean: the first sample sets the mean, later ones move it by
-// an eighth.
+// an eighth; a sample counts for at most maxRoundTrip (a poll that waited
+// seconds for a row lock or a stalled connection).
 func TestRoundTripMean(t *testing.T) {
 	var m Marks
 	m.RoundTrip(8 * time.Millisecond)
 	m.RoundTrip(16 * time.Millisecond)
 	if got := m.RoundTripMean(); got != 9*time.Millisecond {
 		t.Fatalf("mean %v, want 9ms", got)
+	}
+	m.RoundTrip(2 * time.Second)
+	if got, want := m.RoundTripMean(), 9*time.Millisecond+(maxRoundTrip-9*time.Millisecond)/8; got != want {
+		t.Fatalf("after a sample of 2s: mean %v, want %v", got, want)
 	}
 }

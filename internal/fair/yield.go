@@ -20,6 +20,12 @@ import (
 const (
 	maxYieldLevel = 5
 	maxYield      = WantWindow / 4
+	// maxRoundTrip bounds a sample of RoundTrip: a poll that waited for a
+	// row lock (PostgreSQL's try queues behind the holder's commits) or
+	// for a stalled connection says nothing of how late the other
+	// Locker's poll comes, and one such sample of seconds made every
+	// yield stand back for maxYield.
+	maxRoundTrip = 25 * time.Millisecond
 )
 
 // yieldState is a key's last yield.
@@ -37,9 +43,11 @@ func (m *Marks) window(level int) time.Duration {
 
 // RoundTrip records how long one of our waiters' polls took to be answered
 // (from when it was due: a late poll's wait for the CPU counts). The first
-// sets the mean; later ones move it by an eighth. Concurrent calls may
-// lose one another's sample: it is an estimate.
+// sets the mean; later ones move it by an eighth; each counts for at most
+// maxRoundTrip. Concurrent calls may lose one another's sample: it is an
+// estimate.
 func (m *Marks) RoundTrip(d time.Duration) {
+	d = min(d, maxRoundTrip)
 	old := m.rtt.Load()
 	if old == 0 {
 		m.rtt.Store(max(int64(d), 1))
