@@ -2,6 +2,7 @@ package dblock
 
 import (
 	"context"
+	"database/sql/driver"
 	"fmt"
 	"os"
 	"os/user"
@@ -169,11 +170,28 @@ func (l *Locker) forceRelease(ctx context.Context, key, who string) (dialect.Inf
 		return l.e.D().ForceRelease(ctx, l.db, key)
 	}
 	by := "by " + who
-	tx, err := l.db.BeginTx(ctx, nil)
+	conn, err := l.db.Conn(ctx)
+	if err != nil {
+		return dialect.Info{}, false, err
+	}
+	defer conn.Close()
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return dialect.Info{}, false, err
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit, a no-op
+	if h.Unlabel != "" {
+		// The label outlives the transaction: clear it after, or drop the
+		// connection, so that no later release on it is labelled.
+		defer func() {
+			_ = tx.Rollback()
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if _, err := conn.ExecContext(uctx, h.Unlabel); err != nil {
+				_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			}
+		}()
+	}
 	if h.LabelFirst {
 		if _, err := tx.ExecContext(ctx, h.Label, by); err != nil {
 			return dialect.Info{}, false, err

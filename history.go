@@ -26,15 +26,18 @@ const DefaultHistoryRetention = 7 * 24 * time.Hour
 // Keys held by a transaction (LockTx) are not in the history, as they are
 // not in List. A holder that finds its own lease ran out is told (Err);
 // the history records that loss when the row is next taken or reaped.
-// PostgreSQL and SQLite only: Migrate refuses WithHistory with
-// ErrInvalidOption on MySQL and MariaDB, whose lock statements report
-// their token through LAST_INSERT_ID, which any statement in a trigger
-// resets (and writing the history from the client would cost every
-// acquisition and release a transaction of its own), and on TiDB and in
-// portable mode, which run no triggers. The table (<table>_history) is
-// created on every engine and reads empty there. Users of golang-migrate
-// or goose apply schema/history/<dialect>.sql after the versioned files
-// (and <dialect>_off.sql to turn it off again).
+//
+// PostgreSQL, SQLite, MySQL and MariaDB. On MySQL and MariaDB a statement
+// that fires a trigger reports 0 where the lock statements report their
+// token (LAST_INSERT_ID), so there each acquisition reads its token back:
+// one more statement per acquisition, and every process that uses the
+// table must run this version or a later one before the history is
+// turned on (an older one cannot tell that it took a key). Migrate
+// refuses WithHistory with ErrInvalidOption on TiDB and in portable mode,
+// which run no triggers; the table (<table>_history) is created there too
+// and reads empty. Users of golang-migrate or goose apply
+// schema/history/<dialect>.sql after the versioned files (and
+// <dialect>_off.sql to turn it off again).
 func WithHistory() Option {
 	return func(c *config) error {
 		c.history = true

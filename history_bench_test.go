@@ -17,7 +17,7 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkHistory -benchtime 4000x .
 func BenchmarkHistory(b *testing.B) {
-	for _, d := range []dblock.Dialect{dblock.Postgres, dblock.SQLite} {
+	for _, d := range dbtest.Dialects {
 		b.Run(string(d), func(b *testing.B) {
 			ctx := context.Background()
 			lockers := make([]*dblock.Locker, 2) // off, on

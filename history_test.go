@@ -12,14 +12,15 @@ import (
 	"github.com/dblockhq/dblock/internal/dbtest"
 )
 
-// historyTable migrates a fresh table with its history on, or returns ""
-// on MySQL, MariaDB and TiDB, after checking that Migrate refuses.
+// historyTable migrates a fresh table with its history on, or returns
+// false on TiDB, which runs no triggers, after checking that Migrate
+// refuses.
 func historyTable(t *testing.T, d dblock.Dialect) (string, bool) {
 	t.Helper()
 	db := dbtest.Open(t, d)
 	table := dbtest.Table(t, db, d)
 	err := dblock.Migrate(ctxT(t, 30*time.Second), db, dblock.WithTable(table), dblock.WithDialect(d), dblock.WithHistory())
-	if d == dblock.MySQL { // LAST_INSERT_ID, and TiDB has no triggers
+	if d == dblock.MySQL && dbtest.Engine(t, db, d).Distributed() {
 		if !errors.Is(err, dblock.ErrInvalidOption) {
 			t.Fatalf("Migrate WithHistory without triggers = %v, want ErrInvalidOption", err)
 		}
@@ -196,13 +197,16 @@ func TestHistoryRetention(t *testing.T) {
 // (none on the history) writes the history through the triggers, which
 // run with their creator's rights, and cannot change it.
 func TestHistoryLeastPrivilege(t *testing.T) {
-	d := dblock.Postgres
+	dbtest.EachServer(t, testHistoryLeastPrivilege)
+}
+
+func testHistoryLeastPrivilege(t *testing.T, d dblock.Dialect) {
 	admin := dbtest.Open(t, d)
-	table := dbtest.Table(t, admin, d)
-	ctx := ctxT(t, 30*time.Second)
-	if err := dblock.Migrate(ctx, admin, dblock.WithTable(table), dblock.WithHistory()); err != nil {
-		t.Fatal(err)
+	table, on := historyTable(t, d)
+	if !on {
+		return
 	}
+	ctx := ctxT(t, 30*time.Second)
 	db := restrictedDB(t, admin, d, table)
 	l, err := dblock.New(db, dblock.WithTable(table))
 	if err != nil {
@@ -217,7 +221,136 @@ func TestHistoryLeastPrivilege(t *testing.T) {
 	if got := events(t, reader, "k"); len(got) != 2 || got[0] != fmt.Sprintf("acquired %d 1", lk.Token()) || !strings.HasPrefix(got[1], "force-unlocked ") {
 		t.Fatalf("history written by the restricted role: %q", got)
 	}
-	if _, err := db.ExecContext(ctx, `DELETE FROM "`+table+`_history"`); err == nil {
+	q := `"`
+	if d == dblock.MySQL {
+		q = "`"
+	}
+	if _, err := db.ExecContext(ctx, `DELETE FROM `+q+table+`_history`+q); err == nil {
 		t.Fatal("the restricted role deleted the history")
+	}
+}
+
+// TestHistoryTokens: with the history on, every way of taking a key
+// reports the token it took, and it is the token the history recorded. On
+// MySQL and MariaDB a statement that fires the history's triggers reports
+// LAST_INSERT_ID 0 in its OK packet, so each way reads its token back.
+func TestHistoryTokens(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		table, on := historyTable(t, d)
+		if !on {
+			return
+		}
+		a, db := newLocker(t, d, table, dblock.WithFIFO())
+		b, _ := newLocker(t, d, table, dblock.WithFIFO())
+		ctx := ctxT(t, 60*time.Second)
+		got := map[string][]int64{} // key: the tokens of its acquisitions, in order
+		note := func(what, key string, token int64) {
+			t.Helper()
+			if token <= 0 {
+				t.Fatalf("%s of %q reported token %d", what, key, token)
+			}
+			got[key] = append(got[key], token)
+		}
+		unlock := func(lk *dblock.Lock) {
+			t.Helper()
+			if err := lk.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		// A new row, a released row taken in place, a re-entry.
+		lk := mustLock(t)(a.Lock(ctx, "t", dblock.Owner("o")))
+		note("new row", "t", lk.Token())
+		unlock(lk)
+		lk = mustLock(t)(a.Lock(ctx, "t", dblock.Owner("o")))
+		note("take in place", "t", lk.Token())
+		again := mustLock(t)(a.TryLock(ctx, "t", dblock.Owner("o")))
+		if again.Token() != lk.Token() {
+			t.Fatalf("re-entry reported token %d, want %d", again.Token(), lk.Token())
+		}
+		unlock(again)
+		unlock(lk)
+
+		// Permits of a semaphore.
+		s, err := dblock.NewSemaphore(a, "s", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			p, err := s.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			note("permit", p.Key(), p.Token())
+			defer p.Release(ctx) //nolint:errcheck // the test's end
+		}
+
+		// FIFO grants in the release: to a waiter of the releasing Locker,
+		// then to one of another Locker.
+		for _, w := range []*dblock.Locker{a, b} {
+			h := mustLock(t)(a.Lock(ctx, "f"))
+			note("FIFO take", "f", h.Token())
+			granted := make(chan *dblock.Lock, 1)
+			go func() {
+				lk, err := w.Lock(ctx, "f")
+				if err != nil {
+					t.Error(err)
+				}
+				granted <- lk
+			}()
+			awaitStats(t, w, 1)
+			unlock(h)
+			g := <-granted
+			if g == nil {
+				t.FailNow()
+			}
+			note("FIFO grant", "f", g.Token())
+			unlock(g)
+		}
+
+		// A transaction's lock (a server's): above the last lease's token.
+		x := mustLock(t)(a.Lock(ctx, "x"))
+		unlock(x)
+		note("lease", "x", x.Token())
+		if d == dblock.SQLite {
+			checkAcquired(t, a, got)
+			return
+		}
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tl, err := a.LockTx(ctx, tx, "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tl.Token() <= x.Token() {
+			t.Fatalf("LockTx reported token %d after a lease's %d", tl.Token(), x.Token())
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		checkAcquired(t, a, got)
+	})
+}
+
+// checkAcquired checks that the history's acquisitions of each key of got
+// have the tokens got lists, in order.
+func checkAcquired(t *testing.T, l *dblock.Locker, got map[string][]int64) {
+	t.Helper()
+	for key, want := range got {
+		hs, err := l.History(context.Background(), key, time.Time{}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var acquired []int64
+		for _, h := range hs {
+			if h.Event == dblock.EventAcquired {
+				acquired = append(acquired, h.Token)
+			}
+		}
+		if fmt.Sprint(acquired) != fmt.Sprint(want) {
+			t.Errorf("%q: the history's acquisitions have tokens %v, the calls reported %v", key, acquired, want)
+		}
 	}
 }

@@ -14,8 +14,9 @@
 // Version 6 creates lock_table_history; the triggers that fill it are not
 // a version of their own but a switch: Migrate installs them when given
 // WithHistory, and users of other tools apply history/<dialect>.sql (and
-// history/<dialect>_off.sql to stop) after the versioned files. There
-// are files for PostgreSQL and SQLite only: see dblock.WithHistory.
+// history/<dialect>_off.sql to stop) after the versioned files; on MySQL
+// and MariaDB only once every process using the table runs a dblock
+// version that reads its tokens back: see dblock.WithHistory.
 //
 // The files name the default table, lock_table (and, derived from it,
 // lock_table_token_seq on PostgreSQL, lock_table_fence plus the trigger

@@ -58,6 +58,9 @@ func (e *Engine) adopt(key string, lc LockConfig, memo string, st fifo.State) (*
 // its own next. Otherwise the waiter, here or elsewhere, reads the grant
 // when woken. It reports whether it handed the lease.
 func (e *Engine) handGrant(key string, g dialect.Grant, sent time.Time, after int64) bool {
+	if g.Token <= 0 { // granted, token unread (MySQL's history): the waiter reads it
+		return false
+	}
 	w := e.waits.ReserveTicket(key, g.Ticket)
 	if w == nil {
 		return false

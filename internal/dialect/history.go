@@ -19,10 +19,13 @@ type HistorySQL struct {
 	Reap string
 	// Label marks the release of (key, token) as force-unlocked, with
 	// (detail, key, token), after it, in its transaction; with LabelFirst,
-	// it runs before it, in its transaction, with (detail) alone. "" on
-	// an engine whose history is never written (MySQL).
+	// it runs before it, in its transaction, with (detail) alone.
 	Label      string
 	LabelFirst bool
+	// Unlabel, with LabelFirst, ends Label's mark after the release, on
+	// the same connection, when the mark outlives the transaction
+	// (MySQL's session variable): "" where it does not.
+	Unlabel string
 }
 
 // HistoryTable names the history table of table.

@@ -77,7 +77,7 @@ func (r *run) check() {
 		}
 	}
 
-	if historyOn(r.d, r.spec.Portable, r.spec.DSN) {
+	if r.lockHistory {
 		r.checkLockHistory()
 	}
 

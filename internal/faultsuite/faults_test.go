@@ -89,8 +89,10 @@ type run struct {
 	slow       int // takeovers beyond takeoverBound
 	verified   map[ivKey]bool
 	hist       *history // every worker's operations, checked for linearizability
-	samples    []string // a few failed writes, for the log
-	problems   []string // unexpected process exits
+	// lockHistory: the table records its own history (historyOn).
+	lockHistory bool
+	samples     []string // a few failed writes, for the log
+	problems    []string // unexpected process exits
 	// nodes are the cluster's nodes when DBLOCK_MYSQL_DSNS names several
 	// (a Galera cluster): worker slot i works through node i mod
 	// len(nodes), and a terminate fault KILLs on its worker's node.
@@ -158,7 +160,8 @@ func newRunOn(t *testing.T, d dblock.Dialect, db *sql.DB, dsn string, nodes []no
 		t.Log("FIFO mode (WithFIFO): waiters in ticket order across processes")
 	}
 	table := dbtest.Table(t, db, d, mode...)
-	if historyOn(d, portable, dsn) {
+	history := historyOn(d, portable, dsn, len(nodes) > 0 || dbtest.Engine(t, db, d).Distributed())
+	if history {
 		hctx, hcancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err := dblock.Migrate(hctx, db, append([]dblock.Option{dblock.WithTable(table), dblock.WithDialect(d), dblock.WithHistory()}, mode...)...)
 		hcancel()
@@ -206,7 +209,7 @@ func newRunOn(t *testing.T, d dblock.Dialect, db *sql.DB, dsn string, nodes []no
 		procs:  make([]*proc, sz.procs),
 		counts: map[string]int{}, faults: map[string]int{},
 		holder: map[string]holding{}, pending: map[string]*killedHold{}, verified: map[ivKey]bool{},
-		hist: newHistory(),
+		hist: newHistory(), lockHistory: history,
 	}
 	for slot := range sz.procs {
 		r.launch(slot, 0)

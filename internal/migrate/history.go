@@ -18,8 +18,8 @@ func InstallHistory(ctx context.Context, conn *sql.Conn, d dialect.Dialect, engi
 	if portable {
 		return fmt.Errorf("%w: WithHistory: the history is written by triggers, which %s does not run (portable mode)", dberr.ErrInvalidOption, engine)
 	}
-	if d.Name() == dialect.MySQL {
-		return fmt.Errorf("%w: WithHistory: not on MySQL or MariaDB, whose lock statements report the token through LAST_INSERT_ID, which a statement in a trigger resets", dberr.ErrInvalidOption)
+	if engine == dialect.EngineTiDB {
+		return fmt.Errorf("%w: WithHistory: the history is written by triggers, which TiDB does not run", dberr.ErrInvalidOption)
 	}
 	text, err := fs.ReadFile(schema.FS, "history/"+d.Name()+".sql")
 	if err != nil {

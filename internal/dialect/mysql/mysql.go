@@ -76,6 +76,8 @@ type mysqlDialect struct {
 	galera *mysqlDialect // MariaDB Galera's: maria's, portable
 	// cycleTmpl is cycleMany's text before its lists are filled in.
 	cycleTmpl string
+	// reads are the reads of a token behind a trigger (tokenread.go).
+	reads readStmts
 }
 
 var _ dialect.Dialect = (*mysqlDialect)(nil)
@@ -188,6 +190,7 @@ func build(cfg dialect.Config, tidb bool) *mysqlDialect {
 	qr := m.queueReplacer()
 	m.passSQL = queries.Get("queue.pass", qr)
 	m.nextTicketSQL = queries.Get("queue.next", qr)
+	m.reads = newReadStmts(r, qr)
 	m.renewLockSQL = queries.Get("renewLock", r)
 	m.renewSQL = strings.Replace(queries.Get("renew", r), "{lease}", "", 1)
 	m.renewLeaseSQL = strings.Replace(queries.Get("renew", r), "{lease}", ", lease_ms = GREATEST(lease_ms, ?)", 1)
@@ -246,7 +249,10 @@ func (m *mysqlDialect) Take(ctx context.Context, q dialect.Querier, key, owner s
 		return 0, false, err
 	}
 	token, err := res.LastInsertId()
-	if err == nil && token <= 0 {
+	if err == nil && token == 0 { // a trigger fired (tokenread.go)
+		return m.ownedToken(ctx, q, key, owner)
+	}
+	if err == nil && token < 0 {
 		err = fmt.Errorf("dblock: acquire of %q in place reported token %d", key, token)
 	}
 	return token, err == nil, err
@@ -306,6 +312,12 @@ func (m *mysqlDialect) Upsert(ctx context.Context, q dialect.Querier, key, owner
 		return 0, false, lockedErr(err)
 	}
 	token, err := res.LastInsertId()
+	if err == nil && token == 0 && !m.tidb { // a trigger fired (tokenread.go)
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return 0, false, err
+		}
+		return m.ownedToken(ctx, q, key, owner)
+	}
 	if err != nil || token <= 0 { // -1: held by another owner
 		return 0, false, err
 	}
@@ -468,6 +480,11 @@ func (m *mysqlDialect) Handoff(ctx context.Context, q dialect.Querier, key, owne
 	newToken, ok, err := oneRowID(q.ExecContext(ctx, m.handoffSQL, to, ttl.Milliseconds(), data, key, owner, token))
 	if !ok {
 		return 0, false, err
+	}
+	if newToken == 0 { // a trigger fired (tokenread.go)
+		if newToken, ok, err = m.ownedToken(ctx, q, key, to); !ok {
+			return 0, false, err
+		}
 	}
 	if newToken <= token {
 		err := fmt.Errorf("dblock: handover of %q reported token %d after %d", key, newToken, token)

@@ -286,6 +286,18 @@ ORDER BY key_id LIMIT 1
 -- name: takenAny
 SELECT key_id FROM {t} WHERE key_id IN ({keys}) AND memo = ? AND token = ?
 
+-- Reads of the token a statement took when a trigger (the history's)
+-- made its OK packet report LAST_INSERT_ID 0 (tokenread.go).
+-- name: read.takenBy
+SELECT key_id, token FROM {t} WHERE key_id IN ({keys}) AND memo = ? AND depth > 0
+
+-- name: read.txToken
+SELECT token FROM {t} WHERE key_id = ?
+
+-- name: read.granted
+SELECT l.token FROM {t} AS l JOIN {q} AS n ON n.ticket = ? AND l.memo = SUBSTRING(n.memo, 3)
+WHERE l.key_id = ? AND l.depth > 0
+
 -- name: existing
 SELECT key_id FROM {t} WHERE key_id IN ({keys})
 
@@ -330,3 +342,13 @@ ORDER BY h.id LIMIT ?
 
 -- name: history.reap
 DELETE FROM {h} WHERE event_time < UTC_TIMESTAMP(6) - INTERVAL ? * 1000 MICROSECOND LIMIT {limit}
+
+-- name: history.label
+-- ForceUnlock names itself to the history's trigger, which writes the
+-- release of a live lease in this session as force-unlocked by it, in a
+-- session variable that history.unlabel clears after the release (so the
+-- roles that take locks need no grant on the history).
+SET @dblock_force = ?
+
+-- name: history.unlabel
+SET @dblock_force = NULL

@@ -64,6 +64,9 @@ func (m *mysqlDialect) TakeAny(ctx context.Context, q dialect.Querier, keys []st
 	if !ok {
 		return "", 0, false, err
 	}
+	if v == 0 { // a trigger fired (tokenread.go)
+		return m.takenBy(ctx, q, keys, owner)
+	}
 	place := v % 1024
 	if v < 0 {
 		place = -v
@@ -86,6 +89,9 @@ func (m *mysqlDialect) takeAnyRead(ctx context.Context, q dialect.Querier, keys 
 	token, ok, err := oneRowID(q.ExecContext(ctx, withKeys(m.takeAnySQL, len(keys)), keyArgs([]any{owner, ttl.Milliseconds()}, keys)...))
 	if !ok {
 		return "", 0, false, err
+	}
+	if token == 0 { // a trigger fired (tokenread.go)
+		return m.takenBy(ctx, q, keys, owner)
 	}
 	var key string
 	err = q.QueryRowContext(ctx, withKeys(m.takenAnySQL, len(keys)), append(keyArgs(nil, keys), owner, token)...).Scan(&key)

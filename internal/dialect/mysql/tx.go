@@ -116,6 +116,9 @@ func (m *mysqlDialect) LockTx(ctx context.Context, db *sql.DB, tx *sql.Tx, key s
 		}
 		if n == 1 {
 			token, err := res.LastInsertId()
+			if err == nil && token == 0 { // a trigger fired (tokenread.go)
+				err = tx.QueryRowContext(ctx, m.reads.txToken, key).Scan(&token)
+			}
 			return token, err == nil, err
 		}
 		if st, err = m.probe(ctx, db, key); err != nil {
