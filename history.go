@@ -33,9 +33,10 @@ const DefaultHistoryRetention = 7 * 24 * time.Hour
 // one more statement per acquisition, and every process that uses the
 // table must run this version or a later one before the history is
 // turned on (an older one cannot tell that it took a key). Migrate
-// refuses WithHistory with ErrInvalidOption on TiDB and in portable mode,
-// which run no triggers; the table (<table>_history) is created there too
-// and reads empty. Users of golang-migrate or goose apply
+// refuses WithHistory with ErrInvalidOption on TiDB and in portable mode
+// (which a Galera cluster, CockroachDB and YugabyteDB always run), which
+// run no triggers; the table (<table>_history) is created there too and
+// reads empty. Users of golang-migrate or goose apply
 // schema/history/<dialect>.sql after the versioned files (and
 // <dialect>_off.sql to turn it off again).
 func WithHistory() Option {

@@ -354,3 +354,16 @@ func checkAcquired(t *testing.T, l *dblock.Locker, got map[string][]int64) {
 		}
 	}
 }
+
+// TestHistoryPortableRefused: in portable mode, which leaves triggers out,
+// Migrate refuses WithHistory and says why.
+func TestHistoryPortableRefused(t *testing.T) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
+		db := dbtest.Open(t, d)
+		table := dbtest.Table(t, db, d, dblock.WithPortable())
+		err := dblock.Migrate(ctxT(t, 30*time.Second), db, dblock.WithTable(table), dblock.WithDialect(d), dblock.WithPortable(), dblock.WithHistory())
+		if !errors.Is(err, dblock.ErrInvalidOption) || !strings.Contains(err.Error(), "triggers") {
+			t.Fatalf("Migrate WithPortable WithHistory = %v, want ErrInvalidOption saying why (no triggers)", err)
+		}
+	})
+}

@@ -15,11 +15,13 @@ import (
 // (dblock.WithHistory), or says, with an error wrapping
 // dberr.ErrInvalidOption, why the engine cannot have the history.
 func InstallHistory(ctx context.Context, conn *sql.Conn, d dialect.Dialect, engine dialect.Engine, portable bool, table string) error {
-	if portable {
-		return fmt.Errorf("%w: WithHistory: the history is written by triggers, which %s does not run (portable mode)", dberr.ErrInvalidOption, engine)
-	}
-	if engine == dialect.EngineTiDB {
+	switch {
+	case engine == dialect.EngineTiDB:
 		return fmt.Errorf("%w: WithHistory: the history is written by triggers, which TiDB does not run", dberr.ErrInvalidOption)
+	case engine.Distributed():
+		return fmt.Errorf("%w: WithHistory: the history is written by triggers, which portable mode leaves out, and dblock runs %s in portable mode", dberr.ErrInvalidOption, engine)
+	case portable:
+		return fmt.Errorf("%w: WithHistory: the history is written by triggers, which portable mode (WithPortable) leaves out", dberr.ErrInvalidOption)
 	}
 	text, err := fs.ReadFile(schema.FS, "history/"+d.Name()+".sql")
 	if err != nil {
