@@ -181,8 +181,7 @@ func (l *Locker) forceRelease(ctx context.Context, key, who string) (dialect.Inf
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit, a no-op
 	if h.Unlabel != "" {
-		// The label outlives the transaction: clear it after, or drop the
-		// connection, so that no later release on it is labelled.
+		// The label outlives the transaction: clear it, or drop the connection.
 		defer func() {
 			_ = tx.Rollback()
 			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

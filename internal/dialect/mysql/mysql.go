@@ -250,7 +250,7 @@ func (m *mysqlDialect) Take(ctx context.Context, q dialect.Querier, key, owner s
 	}
 	token, err := res.LastInsertId()
 	if err == nil && token == 0 { // a trigger fired (tokenread.go)
-		return m.ownedToken(ctx, q, key, owner)
+		return m.Owned(ctx, q, key, owner)
 	}
 	if err == nil && token < 0 {
 		err = fmt.Errorf("dblock: acquire of %q in place reported token %d", key, token)
@@ -316,7 +316,7 @@ func (m *mysqlDialect) Upsert(ctx context.Context, q dialect.Querier, key, owner
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			return 0, false, err
 		}
-		return m.ownedToken(ctx, q, key, owner)
+		return m.Owned(ctx, q, key, owner)
 	}
 	if err != nil || token <= 0 { // -1: held by another owner
 		return 0, false, err
@@ -482,7 +482,7 @@ func (m *mysqlDialect) Handoff(ctx context.Context, q dialect.Querier, key, owne
 		return 0, false, err
 	}
 	if newToken == 0 { // a trigger fired (tokenread.go)
-		if newToken, ok, err = m.ownedToken(ctx, q, key, to); !ok {
+		if newToken, ok, err = m.Owned(ctx, q, key, to); !ok {
 			return 0, false, err
 		}
 	}

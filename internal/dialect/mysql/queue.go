@@ -79,12 +79,12 @@ func (m *mysqlDialect) Pass(ctx context.Context, q dialect.Querier, _, key, owne
 		return false, dialect.Grant{}, err
 	}
 	if given == 0 {
-		// A trigger fired (tokenread.go). The grantee may have read its
-		// grant and left its ticket already: then the token stays 0, and
-		// the release hands nothing to a waiter of its own.
-		if given, _, err = dialect.ScanHeldToken(dialect.QueryRow(ctx, q, m.reads.granted, next, key)); err != nil {
-			return true, dialect.Grant{Ticket: next}, nil
-		}
+		// A trigger fired (tokenread.go). The grant is committed whatever
+		// its token's read gives: when the grantee read its grant and left
+		// its ticket already, or the read fails, the token stays 0 and the
+		// release hands nothing to a waiter of its own, which reads its
+		// grant as one elsewhere does.
+		given, _, _ = dialect.ScanHeldToken(dialect.QueryRow(ctx, q, m.reads.granted, next, key))
 	}
 	return true, dialect.Grant{Ticket: next, Token: given}, nil
 }

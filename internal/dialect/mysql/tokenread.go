@@ -14,9 +14,10 @@ import (
 // nothing), where the lock statements report their token. The history's
 // triggers (schema/history/mysql.sql) fire on every change of the lock
 // table, so there a statement that changed its row yet reports 0 took
-// the key, and its token is read back: by the memo it gave the row, which
-// is the acquisition's own (a memo without Owner is fresh; one with Owner
-// re-enters, keeping the token), while the lease it just began is live.
+// the key, and its token is read back (Owned, takenBy, readStmts) by the
+// memo it gave the row, which is the acquisition's own (a memo without
+// Owner is fresh; one with Owner re-enters, keeping the token), while the
+// lease it just began is live.
 // A lease lost between the statement and the read is not reported as
 // taken: its loss is in the history, as for any lease nobody learnt of.
 // The session's LAST_INSERT_ID() holds the right value, but the pool may
@@ -35,11 +36,6 @@ func newReadStmts(r, qr *strings.Replacer) readStmts {
 		txToken: queries.Get("read.txToken", r),
 		granted: queries.Get("read.granted", qr),
 	}
-}
-
-// ownedToken reads the token of memo's live lease on key.
-func (m *mysqlDialect) ownedToken(ctx context.Context, q dialect.Querier, key, memo string) (int64, bool, error) {
-	return dialect.ScanHeldToken(dialect.QueryRow(ctx, q, m.ownedSQL, key, memo))
 }
 
 // takenBy reads which of keys memo holds, and its token.
