@@ -25,7 +25,9 @@ SELECT CONCAT('idle-', ? + i), '', 0, 0, 0, UTC_TIMESTAMP(6) FROM n`,
 	insertCommit: `INSERT INTO {t} (id, n) VALUES (1, 0)`,
 	updateCommit: `UPDATE {t} SET n = n + 1 WHERE id = 1`,
 	// The fence trigger goes with its table.
-	dropLock:  []string{`DROP TABLE IF EXISTS {t}, {t_fence}, {t_version}, {t_queue}`},
+	dropLock: []string{`DROP TABLE IF EXISTS {t}, {t_fence}, {t_version}, {t_queue}, {t_waiters}, {t_history}`},
+	leftovers: `SELECT table_name FROM information_schema.tables
+WHERE table_schema = DATABASE() AND table_name LIKE ? ORDER BY 1`,
 	advLock:   `SELECT GET_LOCK(?, 10)`,
 	advUnlock: `SELECT RELEASE_LOCK(?)`,
 	advArg:    func(base int64, i int) any { return fmt.Sprintf("dblock-bench-%d-%d", base, i) },

@@ -21,9 +21,12 @@ SELECT 'idle-' || ($1::bigint + i), '', 0, 0, 0 FROM generate_series(1, 1000) AS
 	insertCommit: `INSERT INTO {t} (id, n) VALUES (1, 0)`,
 	updateCommit: `UPDATE {t} SET n = n + 1 WHERE id = 1`,
 	dropLock: []string{
-		`DROP TABLE IF EXISTS {t}, {t_version}, {t_queue}`,
+		`DROP TABLE IF EXISTS {t}, {t_version}, {t_queue}, {t_waiters}, {t_history}`,
 		`DROP SEQUENCE IF EXISTS {t_token_seq}`,
 	},
+	leftovers: `SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'S', 'v', 'm') AND c.relname LIKE $1
+ORDER BY 1`,
 	advLock:   `SELECT pg_advisory_lock($1)`,
 	advUnlock: `SELECT pg_advisory_unlock($1)`,
 	advArg:    func(base int64, i int) any { return base + int64(i) },

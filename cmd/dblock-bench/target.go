@@ -24,8 +24,11 @@ type dbSQL struct {
 	// The commit case's table (one row, id 1) and its one-row update,
 	// which must change the row (MySQL skips writing an unchanged one).
 	createCommit, insertCommit, updateCommit string
-	// dropLock removes a migrated lock table and its companions.
-	dropLock []string
+	// dropLock removes a migrated lock table and its companions;
+	// leftovers lists the tables (and sequences) whose names match the
+	// LIKE pattern $1: after dropLock, none of the lock table's.
+	dropLock  []string
+	leftovers string
 	// fillLock adds released rows ('idle-<i>', i from $1 + 1 to $1 + 1000)
 	// to a lock table; analyzeLock refreshes its statistics.
 	fillLock, analyzeLock string
@@ -65,6 +68,8 @@ func (t *target) stmt(s, table string) string {
 		"{t_version}", t.sql.quote(table+"_version"),
 		"{t_fence}", t.sql.quote(table+"_fence"),
 		"{t_queue}", t.sql.quote(table+"_queue"),
+		"{t_waiters}", t.sql.quote(table+"_waiters"),
+		"{t_history}", t.sql.quote(table+"_history"),
 		"{t_token_seq}", t.sql.quote(table+"_token_seq"))
 	return r.Replace(s)
 }
@@ -179,9 +184,39 @@ func (t *target) Close() error {
 			errs = append(errs, err)
 		}
 	}
+	if len(errs) == 0 {
+		errs = append(errs, t.noLeftovers(ctx))
+	}
 	errs = append(errs, t.admin.Close())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("dropping bench tables on %s: %w", t.dialect, err)
+	}
+	return nil
+}
+
+// noLeftovers fails when a table or sequence named after the lock table
+// outlived dropLock: a companion a newer schema version added that the
+// drop does not name yet.
+func (t *target) noLeftovers(ctx context.Context) error {
+	pattern := strings.ReplaceAll(t.lockTable, "_", `\_`) + `\_%`
+	rows, err := t.admin.QueryContext(ctx, t.sql.leftovers, pattern)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var left []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return err
+		}
+		left = append(left, name)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("left behind: %s (add them to dropLock)", strings.Join(left, ", "))
 	}
 	return nil
 }
