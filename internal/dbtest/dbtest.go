@@ -168,11 +168,11 @@ func Drop(t testing.TB, db *sql.DB, d dblock.Dialect, name string) {
 				`DROP SEQUENCE IF EXISTS "` + name + `_token_seq"`,
 			}
 		case dblock.SQLite: // one table per DROP; the trigger goes with its table
-			for _, tb := range []string{name, name + "_fence", name + "_version", name + "_queue", name + "_waiters"} {
+			for _, tb := range []string{name, name + "_fence", name + "_version", name + "_queue", name + "_waiters", name + "_history"} {
 				stmts = append(stmts, `DROP TABLE IF EXISTS "`+tb+`"`)
 			}
 		default:
-			stmts = []string{"DROP TABLE IF EXISTS `" + name + "`, `" + name + "_fence`, `" + name + "_version`, `" + name + "_queue`, `" + name + "_waiters`"}
+			stmts = []string{"DROP TABLE IF EXISTS `" + name + "`, `" + name + "_fence`, `" + name + "_version`, `" + name + "_queue`, `" + name + "_waiters`, `" + name + "_history`"}
 		}
 		for _, s := range stmts {
 			if _, err := db.ExecContext(ctx, s); err != nil {
