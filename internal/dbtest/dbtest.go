@@ -164,7 +164,7 @@ func Drop(t testing.TB, db *sql.DB, d dblock.Dialect, name string) {
 		switch d {
 		case dblock.Postgres:
 			stmts = []string{
-				`DROP TABLE IF EXISTS "` + name + `", "` + name + `_version", "` + name + `_queue", "` + name + `_waiters"`,
+				`DROP TABLE IF EXISTS "` + name + `", "` + name + `_version", "` + name + `_queue", "` + name + `_waiters", "` + name + `_history"`,
 				`DROP SEQUENCE IF EXISTS "` + name + `_token_seq"`,
 			}
 		case dblock.SQLite: // one table per DROP; the trigger goes with its table
