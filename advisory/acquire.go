@@ -166,8 +166,12 @@ func pause(ctx context.Context, b *retry.Backoff) error {
 // nil error when ctx ended first; s then holds nothing and went back to the
 // idle list, or was ended.
 func (l *Locker) waitOn(ctx context.Context, s *session, m mode, arg any) (bool, error) {
+	q, query := s.queryInt, l.d.waitSQL(m)
+	if x := l.d.waitExecSQL(m); x != "" {
+		q, query = s.execOK, x
+	}
 	for {
-		v, interrupted, err := l.wait(ctx, s.queryInt, s.id, l.d.waitSQL(m), l.d.waitArgs(arg)...)
+		v, interrupted, err := l.wait(ctx, q, s.id, query, l.d.waitArgs(arg)...)
 		switch {
 		case interrupted:
 			l.cleanup(s, m, arg, v == 1 && err == nil)

@@ -39,6 +39,10 @@ type dialect interface {
 	// arguments are waitArgs(arg).
 	waitSQL(m mode) string
 	waitArgs(arg any) []any
+	// waitExecSQL is waitSQL for a session's wait where the statement's
+	// success alone says the lock was taken, run as an exec (no row to
+	// describe and read); "" where the result must be read (GET_LOCK's).
+	waitExecSQL(m mode) string
 	// unlockSQL releases one hold taken by this session.
 	unlockSQL(m mode) string
 	// interruptSQL ends the statement session id is running, from another

@@ -23,18 +23,32 @@ var pgWait = [...]string{
 	xact:      `SELECT (pg_advisory_xact_lock($1) IS NOT NULL)::int`,
 }
 
+// pgWaitExec's statements are a session's waits, run as an exec: the
+// function returns only once the lock is taken (or fails), so the reply's
+// success says so, with no row description or row to decode.
+var pgWaitExec = [...]string{
+	exclusive: `SELECT pg_advisory_lock($1)`,
+	shared:    `SELECT pg_advisory_lock_shared($1)`,
+}
+
 // pgUnlock has no xact entry: transaction locks end with the transaction.
 var pgUnlock = [...]string{
 	exclusive: `SELECT pg_advisory_unlock($1)::int`,
 	shared:    `SELECT pg_advisory_unlock_shared($1)::int`,
 }
 
-func (postgres) check(mode) error        { return nil }
-func (postgres) arg(key string) any      { return KeyID(key) }
-func (postgres) sessionIDSQL() string    { return `SELECT pg_backend_pid()` }
-func (postgres) trySQL(m mode) string    { return pgTry[m] }
-func (postgres) waitSQL(m mode) string   { return pgWait[m] }
-func (postgres) waitArgs(arg any) []any  { return []any{arg} }
+func (postgres) check(mode) error       { return nil }
+func (postgres) arg(key string) any     { return KeyID(key) }
+func (postgres) sessionIDSQL() string   { return `SELECT pg_backend_pid()` }
+func (postgres) trySQL(m mode) string   { return pgTry[m] }
+func (postgres) waitSQL(m mode) string  { return pgWait[m] }
+func (postgres) waitArgs(arg any) []any { return []any{arg} }
+func (postgres) waitExecSQL(m mode) string {
+	if m == xact {
+		return "" // a transaction's wait runs through the caller's Tx
+	}
+	return pgWaitExec[m]
+}
 func (postgres) unlockSQL(m mode) string { return pgUnlock[m] }
 func (postgres) interruptSQL(id int64) (string, []any) {
 	return `SELECT pg_cancel_backend($1)`, []any{id}

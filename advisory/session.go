@@ -94,6 +94,40 @@ func (s *session) queryInt(ctx context.Context, query string, args ...any) (v in
 	return n.Int64, err
 }
 
+// execOK runs query as an exec and returns 1 when it succeeds: for a
+// statement whose success is its answer (a wait that returns only once
+// the lock is taken). It calls the driver directly where it can, as
+// queryInt does.
+func (s *session) execOK(ctx context.Context, query string, args ...any) (v int64, err error) {
+	rerr := s.conn.Raw(func(dc any) error {
+		ec, ok := dc.(driver.ExecerContext)
+		if !ok || s.prepare {
+			return errNoDriverPath
+		}
+		nv := s.nv[:0]
+		for i, a := range args {
+			dv, err := driver.DefaultParameterConverter.ConvertValue(a)
+			if err != nil {
+				return err
+			}
+			nv = append(nv, driver.NamedValue{Ordinal: i + 1, Value: dv})
+		}
+		s.nv = nv
+		_, err := ec.ExecContext(ctx, query, nv)
+		if errors.Is(err, driver.ErrSkip) {
+			return errNoDriverPath
+		}
+		return err
+	})
+	if rerr == errNoDriverPath {
+		_, rerr = s.conn.ExecContext(ctx, query, args...)
+	}
+	if rerr != nil {
+		return 0, rerr
+	}
+	return 1, nil
+}
+
 // driverQuery runs query on the driver connection dc: directly when the
 // driver takes arguments without a prepared statement (pgx, which caches
 // statements itself; go-sql-driver with interpolateParams=true), otherwise
