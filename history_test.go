@@ -271,6 +271,19 @@ func TestHistoryTokens(t *testing.T) {
 		unlock(again)
 		unlock(lk)
 
+		// Takes in place of a row this Locker released (by the token it
+		// left there, where triggers hide the drawn one), also after
+		// another Locker's take made that token stale.
+		for i := range 5 {
+			l := a
+			if i == 2 {
+				l = b
+			}
+			c := mustLock(t)(l.TryLock(ctx, "c"))
+			note("cycle", "c", c.Token())
+			unlock(c)
+		}
+
 		// Permits of a semaphore.
 		s, err := dblock.NewSemaphore(a, "s", 2)
 		if err != nil {
@@ -366,4 +379,65 @@ func TestHistoryPortableRefused(t *testing.T) {
 			t.Fatalf("Migrate WithPortable WithHistory = %v, want ErrInvalidOption saying why (no triggers)", err)
 		}
 	})
+}
+
+// TestHistoryCycleStatements: with the history on, a TryLock and Unlock of
+// a key whose row this Locker released send two statements, as without
+// it: behind MariaDB's triggers the take is made by the token the release
+// left in the row, so its token needs no read.
+func TestHistoryCycleStatements(t *testing.T) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
+		table, on := historyTable(t, d)
+		if !on {
+			return
+		}
+		db, c := openCounted(t, d)
+		l, err := dblock.New(db, dblock.WithTable(table), dblock.WithDialect(d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		ctx := ctxT(t, 30*time.Second)
+		cycle := func() int64 {
+			lk := mustLock(t)(l.TryLock(ctx, "k"))
+			if err := lk.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			return lk.Token()
+		}
+		last := cycle() // the row's creation, and the engine's probe
+		last = max(last, cycle())
+		const n = 10
+		n0 := c.N()
+		for range n {
+			token := cycle()
+			if token <= last {
+				t.Fatalf("token %d after %d", token, last)
+			}
+			last = token
+		}
+		if got := c.N() - n0; got != 2*n {
+			t.Errorf("%d TryLock+Unlock cycles sent %d statements, want %d", n, got, 2*n)
+		}
+		checkAcquiredTokens(t, l, "k", last)
+	})
+}
+
+// checkAcquiredTokens checks that the history's last acquisition of key
+// carries token.
+func checkAcquiredTokens(t *testing.T, l *dblock.Locker, key string, token int64) {
+	t.Helper()
+	hs, err := l.History(context.Background(), key, time.Time{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(hs) - 1; i >= 0; i-- {
+		if hs[i].Event == dblock.EventAcquired {
+			if hs[i].Token != token {
+				t.Errorf("the history's last acquisition of %q has token %d, the lock reported %d", key, hs[i].Token, token)
+			}
+			return
+		}
+	}
+	t.Errorf("no acquisition of %q in the history", key)
 }

@@ -44,7 +44,7 @@ func (s *Strategy) one(ctx context.Context, q dialect.Querier, c *dialect.Call) 
 		c.OK, c.Freed, c.Err = s.d.Release(ctx, q, c.Key, c.Owner, c.Token)
 		return
 	}
-	c.Token, c.OK, c.Err = s.d.Take(ctx, q, c.Key, c.Owner, c.TTL, nil)
+	c.Token, c.OK, c.Err = s.d.Take(ctx, q, c.Key, c.Owner, c.TTL, nil, c.Token)
 }
 
 // Acquire takes key for owner with value data (nil: none); combined says
@@ -61,7 +61,7 @@ func (s *Strategy) Acquire(ctx context.Context, q dialect.Querier, key, owner st
 				return s.takes.Take(ctx, q, key, owner, ttl, last)
 			}
 		}
-		return s.d.Take(ctx, q, key, owner, ttl, data)
+		return s.d.Take(ctx, q, key, owner, ttl, data, s.rows.lastToken(key))
 	}
 	return s.rows.acquireVia(key, take,
 		func() (int64, bool, error) { return s.d.Upsert(ctx, q, key, owner, ttl, data) },

@@ -156,16 +156,16 @@ func confTake(t *testing.T, c conf) {
 	if !c.d.TakesInPlace() {
 		t.Skip("this dialect always upserts")
 	}
-	if token, ok, err := c.d.Take(c.ctx, c.db, c.key, "a", time.Hour, nil); ok || err != nil {
+	if token, ok, err := c.d.Take(c.ctx, c.db, c.key, "a", time.Hour, nil, 0); ok || err != nil {
 		t.Fatalf("Take of a missing row = %d, %v, %v; want not taken", token, ok, err)
 	}
 	first := c.upsert(t, c.key, "a")
 	c.release(t, c.key, "a", first)
-	token, ok, err := c.d.Take(c.ctx, c.db, c.key, "b", time.Hour, nil)
+	token, ok, err := c.d.Take(c.ctx, c.db, c.key, "b", time.Hour, nil, first)
 	if err != nil || !ok || token <= first {
 		t.Fatalf("Take of a released row = %d, %v, %v; want a token above %d", token, ok, err, first)
 	}
-	if _, ok, err := c.d.Take(c.ctx, c.db, c.key, "c", time.Hour, nil); ok || err != nil {
+	if _, ok, err := c.d.Take(c.ctx, c.db, c.key, "c", time.Hour, nil, token); ok || err != nil {
 		t.Errorf("Take of a held row = %v, %v; want not taken", ok, err)
 	}
 }

@@ -98,8 +98,11 @@ type Dialect interface {
 	// with nil data keeps the value it has.
 	Upsert(ctx context.Context, q Querier, key, owner string, ttl time.Duration, data []byte) (token int64, ok bool, err error)
 	// Take is Upsert for a key whose row is in place; ok is also false
-	// when the row is missing.
-	Take(ctx context.Context, q Querier, key, owner string, ttl time.Duration, data []byte) (token int64, ok bool, err error)
+	// when the row is missing. last is the token this Locker left in the
+	// row at its last release of it (0 when unknown): a dialect whose
+	// statement cannot report the token it drew may take the row by it,
+	// giving it last + 1.
+	Take(ctx context.Context, q Querier, key, owner string, ttl time.Duration, data []byte, last int64) (token int64, ok bool, err error)
 	// Release takes one level off the acquisition (key, owner, token); at
 	// depth 0 the row is marked released, and freed is true when the
 	// dialect knows it did that. ok is false when that acquisition no

@@ -48,7 +48,7 @@ func BenchmarkTokens(b *testing.B) {
 					b.Fatalf("Release = %v, %v", ok, err)
 				}
 				for b.Loop() {
-					token, ok, err := dl.Take(ctx, db, k, "bench", time.Hour, nil)
+					token, ok, err := dl.Take(ctx, db, k, "bench", time.Hour, nil, 0)
 					if err != nil || !ok {
 						b.Fatalf("Take = %v, %v", ok, err)
 					}

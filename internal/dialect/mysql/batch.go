@@ -61,7 +61,7 @@ func (m *mysqlDialect) batch(ctx context.Context, q dialect.Querier, cs []*diale
 			if c.Release {
 				c.OK, c.Freed, c.Err = m.Release(ctx, q, c.Key, c.Owner, c.Token)
 			} else {
-				c.Token, c.OK, c.Err = m.Take(ctx, q, c.Key, c.Owner, c.TTL, nil)
+				c.Token, c.OK, c.Err = m.Take(ctx, q, c.Key, c.Owner, c.TTL, nil, c.Token)
 			}
 		}
 		return

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/dblockhq/dblock/internal/dberr"
@@ -36,6 +37,10 @@ type mysqlDialect struct {
 	table                   string
 	acquireSQL, releaseSQL  string
 	takeSQL, releaseLastSQL string
+	takeByTokenSQL          string // take, matched by the token the row was left with
+	// triggers is set once a statement that changed its row reported
+	// LAST_INSERT_ID 0: triggers fire on the table (tokenread.go).
+	triggers                *atomic.Bool
 	handoffSQL, heldSQL     string
 	heldKeysSQL             string
 	renewLockSQL, renewSQL  string
@@ -97,7 +102,10 @@ func New(cfg dialect.Config) dialect.Dialect {
 	m := build(cfg, false)
 	m.ti = build(cfg, true)
 	m.maria = build(cfg, false)
+	m.triggers = new(atomic.Bool) // one server: all its statements' variants share it
+	m.ti.triggers, m.maria.triggers = m.triggers, m.triggers
 	m.maria.takeSQL = mariaNoWait + m.maria.takeSQL
+	m.maria.takeByTokenSQL = mariaNoWait + m.maria.takeByTokenSQL
 	m.maria.acquireSQL = mariaNoWait + m.maria.acquireSQL
 	m.maria.cycleMany = dialect.NewSized(func(n int) string { return mariaNoWait + batchSQL(m.cycleTmpl, n, "(?, ?, ?, ?)") })
 	// Galera: MariaDB's statements in portable mode (no bells, the
@@ -182,6 +190,7 @@ func build(cfg dialect.Config, tidb bool) *mysqlDialect {
 	}
 	m.acquireSQL = queries.Get("acquire", r)
 	m.takeSQL = queries.Get("take", r)
+	m.takeByTokenSQL = queries.Get("takeByToken", r)
 	m.releaseSQL = queries.Get("release", r)
 	m.releaseLastSQL = queries.Get("releaseLast", r)
 	m.heldSQL = queries.Get("held", r)
@@ -235,12 +244,24 @@ func (m *mysqlDialect) Doubtful() bool {
 }
 
 // Take takes key in place, alone.
-func (m *mysqlDialect) Take(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration, data []byte) (int64, bool, error) {
+func (m *mysqlDialect) Take(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration, data []byte, last int64) (int64, bool, error) {
 	m, err := m.on(ctx, q)
 	if err != nil {
 		return 0, false, err
 	}
 	ms := ttl.Milliseconds()
+	if last > 0 && m.triggers != nil && m.triggers.Load() {
+		// Behind triggers the statement cannot report the token it draws:
+		// taken by the token this Locker left in the row, it is last + 1,
+		// without a read. Another owner's take since then goes on below.
+		res, err := q.ExecContext(ctx, m.takeByTokenSQL, owner, ms, data, key, last)
+		if err != nil {
+			return 0, false, lockedErr(err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			return last + 1, err == nil, err
+		}
+	}
 	res, err := q.ExecContext(ctx, m.takeSQL, owner, ms, data, key)
 	if err != nil {
 		return 0, false, lockedErr(err)
@@ -250,6 +271,7 @@ func (m *mysqlDialect) Take(ctx context.Context, q dialect.Querier, key, owner s
 	}
 	token, err := res.LastInsertId()
 	if err == nil && token == 0 { // a trigger fired (tokenread.go)
+		m.sawTrigger()
 		return m.Owned(ctx, q, key, owner)
 	}
 	if err == nil && token < 0 {
@@ -316,6 +338,7 @@ func (m *mysqlDialect) Upsert(ctx context.Context, q dialect.Querier, key, owner
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			return 0, false, err
 		}
+		m.sawTrigger()
 		return m.Owned(ctx, q, key, owner)
 	}
 	if err != nil || token <= 0 { // -1: held by another owner

@@ -58,6 +58,16 @@ UPDATE {t} SET
   memo = ?, depth = 1, lease_ms = ?, data = ?, update_time = UTC_TIMESTAMP(6)
 WHERE key_id = ? AND depth = 0
 
+-- name: takeByToken
+-- take, matched also by the token this Locker left in the row when it
+-- released it: the new token is that plus one, known without
+-- LAST_INSERT_ID, which a statement that fires a trigger reports as 0
+-- (tokenread.go).
+UPDATE {t} SET
+  acquired_time = UTC_TIMESTAMP(6), token = token + 1,
+  memo = ?, depth = 1, lease_ms = ?, data = ?, update_time = UTC_TIMESTAMP(6)
+WHERE key_id = ? AND depth = 0 AND token = ?
+
 -- name: release
 -- A release keeps the row's memo (depth 0 says the row is free): a memo
 -- cleared and set again changes the row's length at every cycle, which

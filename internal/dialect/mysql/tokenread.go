@@ -23,6 +23,14 @@ import (
 // The session's LAST_INSERT_ID() holds the right value, but the pool may
 // not give the next statement the same connection.
 
+// sawTrigger records that triggers fire on the table: from then on a take
+// by this process of a row it released reads no token (Take's last).
+func (m *mysqlDialect) sawTrigger() {
+	if m.triggers != nil && !m.triggers.Load() {
+		m.triggers.Store(true)
+	}
+}
+
 // readStmts are the reads of a token that LAST_INSERT_ID did not report.
 type readStmts struct {
 	takenBy string // (keys..., memo) → key, token

@@ -161,18 +161,19 @@ func (p *postgres) Upsert(ctx context.Context, q dialect.Querier, key, owner str
 			return dialect.ScanToken(dialect.QueryRow(ctx, q, p.acquireSQL, key, owner, ttl.Milliseconds(), p.fenceKey, data))
 		})
 	}
-	token, ok, err := p.Take(ctx, q, key, owner, ttl, data)
+	token, ok, err := p.Take(ctx, q, key, owner, ttl, data, 0)
 	if ok || err != nil {
 		return token, ok, err
 	}
 	if created, err := p.Ensure(ctx, q, []string{key}); created == 0 || err != nil {
 		return 0, false, err // the row exists: another owner holds it
 	}
-	return p.Take(ctx, q, key, owner, ttl, data)
+	return p.Take(ctx, q, key, owner, ttl, data, 0)
 }
 
-// Take takes key in place, alone.
-func (p *postgres) Take(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration, data []byte) (int64, bool, error) {
+// Take takes key in place, alone; RETURNING reports the token, so last
+// is not needed.
+func (p *postgres) Take(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration, data []byte, _ int64) (int64, bool, error) {
 	return retryOtherLocks(ctx, func() (int64, bool, error) {
 		return dialect.ScanToken(dialect.QueryRow(ctx, q, p.takeSQL, key, owner, ttl.Milliseconds(), data))
 	})
@@ -234,7 +235,7 @@ func (p *postgres) takeBatch(ctx context.Context, q dialect.Querier, cs []*diale
 		// Another transaction holds one of the rows locked: that key
 		// is held, the others may be free. Ask for each alone.
 		for _, c := range cs {
-			c.Token, c.OK, c.Err = p.Take(ctx, q, c.Key, c.Owner, c.TTL, nil)
+			c.Token, c.OK, c.Err = p.Take(ctx, q, c.Key, c.Owner, c.TTL, nil, 0)
 		}
 		return
 	}

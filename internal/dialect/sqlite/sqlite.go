@@ -105,7 +105,7 @@ func (s *sqliteDialect) TakesInPlace() bool { return false }
 func (s *sqliteDialect) Doubtful() bool { return false }
 
 // Take implements dialect.Dialect as Upsert.
-func (s *sqliteDialect) Take(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration, data []byte) (int64, bool, error) {
+func (s *sqliteDialect) Take(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration, data []byte, _ int64) (int64, bool, error) {
 	return s.Upsert(ctx, q, key, owner, ttl, data)
 }
 
