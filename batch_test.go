@@ -373,3 +373,53 @@ func checkTakesAndReleases(t *testing.T, l *dblock.Locker, db *sql.DB, table str
 		t.Errorf("y row %+v: a failed release changed it", row)
 	}
 }
+
+// TestWaiterTakesAlone: a waiting Lock's takes after its first try run as
+// statements of their own, never queued for a combined one (which, under
+// load, waits for the statement in flight): the key's release elsewhere
+// is taken while the Locker's combined takes are held.
+func TestWaiterTakesAlone(t *testing.T) {
+	eachBatching(t, func(t *testing.T, d dblock.Dialect) {
+		table := dbtest.Table(t, dbtest.Open(t, d), d)
+		a, _ := newLocker(t, d, table)
+		b, _ := newLocker(t, d, table)
+		ctx := ctxT(t, 30*time.Second)
+		// b has seen the key's row: its takes of it go in place, and may
+		// be combined.
+		if err := mustLock(t)(b.TryLock(ctx, "k")).Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		held := mustLock(t)(a.TryLock(ctx, "k"))
+		queued, end := dblock.HoldBatches(b, "take")
+		got := make(chan lockResult, 1)
+		go func() {
+			lk, err := b.Lock(ctx, "k")
+			got <- lockResult{0, lk, err}
+		}()
+		select { // the first try may ride a combined statement
+		case <-queued:
+		case <-ctx.Done():
+			t.Fatal("the first try of Lock did not reach the combiner")
+		}
+		end() // it runs, and finds the key held
+		awaitStats(t, b, 1)
+		queued, end = dblock.HoldBatches(b, "take") // once that try is done
+		if err := held.Unlock(ctx); err != nil {
+			end()
+			t.Fatal(err)
+		}
+		select {
+		case r := <-got:
+			end() // on MySQL releases share the combiner
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			if err := r.lk.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		case <-queued:
+			end()
+			t.Fatal("a waiter's take queued for a combined statement")
+		}
+	})
+}

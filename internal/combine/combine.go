@@ -288,15 +288,18 @@ func (cb *Combiner) Stats(release bool) (statements, calls int64) {
 	return cb.batches[k].Load(), cb.combined[k].Load()
 }
 
-// Hold is for tests: it makes every call queue, sends on queued for each,
-// until end lets the queue run as batches.
+// Hold is for tests: once no statement is in flight, it makes every call
+// queue, sends on queued for each, until end lets the queue run as
+// batches.
 func (cb *Combiner) Hold() (queued <-chan struct{}, end func()) {
 	ch := make(chan struct{}, 1024)
 	cb.mu.Lock()
-	defer cb.mu.Unlock()
-	if cb.inFlight != 0 {
-		panic("combine: Hold with a statement in flight")
+	for cb.inFlight != 0 {
+		cb.mu.Unlock()
+		time.Sleep(time.Millisecond) // between reads of a counter
+		cb.mu.Lock()
 	}
+	defer cb.mu.Unlock()
 	cb.inFlight, cb.queued = cb.limit(), ch
 	return ch, func() {
 		cb.mu.Lock()

@@ -44,10 +44,13 @@ type Config struct {
 type LockConfig struct {
 	Owner         string
 	ExplicitOwner bool // Owner was given: the call may re-enter
-	TTL           time.Duration
-	Data          string        // "": none (a string keeps LockConfig comparable)
-	MaxHold       time.Duration // 0: none
-	Tries         *int          // counts attempts for an Observer; nil: none
+	// Woken: a waiting call's take (waitStep.attempt), which runs as its
+	// own statement, never in a combined one (see there).
+	Woken   bool
+	TTL     time.Duration
+	Data    string        // "": none (a string keeps LockConfig comparable)
+	MaxHold time.Duration // 0: none
+	Tries   *int          // counts attempts for an Observer; nil: none
 	// Waiter is the call's waiter record, told of its FIFO ticket; nil:
 	// none.
 	Waiter *waiters.Call

@@ -85,7 +85,7 @@ func (e *Engine) Try(ctx context.Context, key string, lc LockConfig) (*Lock, err
 }
 
 // acquire makes one attempt at key; calls without Owner may be combined
-// with concurrent ones.
+// with concurrent ones, unless a waiter makes it (LockConfig.Woken).
 func (e *Engine) acquire(ctx context.Context, key string, lc LockConfig) (int64, bool, error) {
-	return e.acq.Acquire(ctx, e.q, key, lc.Owner, lc.TTL, lc.Value(), !lc.ExplicitOwner)
+	return e.acq.Acquire(ctx, e.q, key, lc.Owner, lc.TTL, lc.Value(), !lc.ExplicitOwner && !lc.Woken)
 }
