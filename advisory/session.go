@@ -58,15 +58,10 @@ func (l *Locker) openSession(ctx context.Context) (*session, error) {
 // watcher).
 func (s *session) queryInt(ctx context.Context, query string, args ...any) (v int64, err error) {
 	rerr := s.conn.Raw(func(dc any) error {
-		nv := s.nv[:0]
-		for i, a := range args {
-			dv, err := driver.DefaultParameterConverter.ConvertValue(a)
-			if err != nil {
-				return err
-			}
-			nv = append(nv, driver.NamedValue{Ordinal: i + 1, Value: dv})
+		nv, err := s.namedValues(args)
+		if err != nil {
+			return err
 		}
-		s.nv = nv
 		rows, err := s.driverQuery(ctx, dc, query, nv)
 		if err != nil {
 			return err
@@ -94,6 +89,21 @@ func (s *session) queryInt(ctx context.Context, query string, args ...any) (v in
 	return n.Int64, err
 }
 
+// namedValues converts args for the driver into s.nv, kept for the next
+// statement.
+func (s *session) namedValues(args []any) ([]driver.NamedValue, error) {
+	nv := s.nv[:0]
+	for i, a := range args {
+		dv, err := driver.DefaultParameterConverter.ConvertValue(a)
+		if err != nil {
+			return nil, err
+		}
+		nv = append(nv, driver.NamedValue{Ordinal: i + 1, Value: dv})
+	}
+	s.nv = nv
+	return nv, nil
+}
+
 // execOK runs query as an exec and returns 1 when it succeeds: for a
 // statement whose success is its answer (a wait that returns only once
 // the lock is taken). It calls the driver directly where it can, as
@@ -104,16 +114,11 @@ func (s *session) execOK(ctx context.Context, query string, args ...any) (v int6
 		if !ok || s.prepare {
 			return errNoDriverPath
 		}
-		nv := s.nv[:0]
-		for i, a := range args {
-			dv, err := driver.DefaultParameterConverter.ConvertValue(a)
-			if err != nil {
-				return err
-			}
-			nv = append(nv, driver.NamedValue{Ordinal: i + 1, Value: dv})
+		nv, err := s.namedValues(args)
+		if err != nil {
+			return err
 		}
-		s.nv = nv
-		_, err := ec.ExecContext(ctx, query, nv)
+		_, err = ec.ExecContext(ctx, query, nv)
 		if errors.Is(err, driver.ErrSkip) {
 			return errNoDriverPath
 		}
