@@ -13,6 +13,7 @@ import (
 
 	"github.com/dblockhq/dblock"
 	"github.com/dblockhq/dblock/internal/dbtest"
+	"github.com/dblockhq/dblock/internal/dialect"
 	"github.com/dblockhq/dblock/internal/faultproxy"
 )
 
@@ -20,14 +21,21 @@ import (
 // every one of them for three leases. One renewal statement used to carry every due lock
 // under the earliest lease deadline; on PostgreSQL its cost grew with the
 // square of the locks, so past ~7,000 locks it never finished in time and
-// every lock was lost at once.
+// every lock was lost at once. On TiDB the lease is 10 s: a round of
+// renewals of 10,000 rows there takes seconds on a busy 2-core machine
+// under -race (it lost 7,680 of them in a CI rehearsal with 3 s), which
+// says nothing about how the cost grows.
 func TestRenewalScales(t *testing.T) {
 	if testing.Short() {
 		t.Skip("takes 10,000 locks per database")
 	}
-	const n, ttl = 10000, 3 * time.Second
+	const n = 10000
 	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		ttl := 3 * time.Second
+		if d == dblock.MySQL && dbtest.Engine(t, dbtest.Open(t, d), d) == dialect.EngineTiDB {
+			ttl = 10 * time.Second
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		l, db, table := dbtest.Locker(t, d, dblock.WithTTL(ttl))
 		db.SetMaxOpenConns(16)
