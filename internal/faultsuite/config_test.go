@@ -19,6 +19,9 @@ const (
 	// "1": every worker's Locker WithFIFO (waiters across processes in
 	// ticket order)
 	fifoEnv = "DBLOCK_FAULT_FIFO"
+	// a count: the acquisitions per database, instead of runSize's
+	// (scripts/test.sh gives TiDB's slower run 5,000)
+	acquisitionsEnv = "DBLOCK_FAULT_ACQUISITIONS"
 )
 
 // size is how big a run is.
@@ -42,6 +45,9 @@ func runSize() size {
 		// faults, as the plain run's 10,000 (4–5 minutes per database
 		// with 10,000 in a CI rehearsal, against 2–2.5).
 		sz.acquisitions = 5_000
+	}
+	if n, err := strconv.Atoi(os.Getenv(acquisitionsEnv)); err == nil && n > 0 {
+		sz.acquisitions = n
 	}
 	return sz
 }
