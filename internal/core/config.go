@@ -44,8 +44,8 @@ type Config struct {
 type LockConfig struct {
 	Owner         string
 	ExplicitOwner bool // Owner was given: the call may re-enter
-	// Woken: a waiting call's take (waitStep.attempt), which runs as its
-	// own statement, never in a combined one (see there).
+	// Woken: a waiting call's take after its first try (waitStep.attempt),
+	// which runs as its own statement, never in a combined one.
 	Woken   bool
 	TTL     time.Duration
 	Data    string        // "": none (a string keeps LockConfig comparable)
