@@ -204,6 +204,11 @@ func HookIdleRead(l *Locker, hook func(ctx context.Context)) { l.parts().Idle.Ho
 // IdleRounds reports how many rounds l's idle poller has run. Test hook.
 func IdleRounds(l *Locker) int64 { return l.parts().Idle.Rounds() }
 
+// IdleFallbacks reports how many cold waiters' fallback polls came due
+// and how many of them a round of the idle poller made needless. Test
+// hook.
+func IdleFallbacks(l *Locker) (due, skipped int64) { return l.parts().Idle.Fallbacks() }
+
 // CountAll makes l count every statement it sends through its statement
 // cache. Test hook.
 func CountAll(l *Locker) *atomic.Int64 {

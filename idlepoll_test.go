@@ -63,6 +63,71 @@ func TestIdleWaitersPollTogether(t *testing.T) {
 	})
 }
 
+// A cold waiter's half-lease fallback poll sends nothing while the idle
+// poller reads its key: the round read the same row. Before, with 1,000
+// waiters on 100 keys (cmd/dblock-bench idle-waiters), the keys' first
+// waiters sent a read and an announcement each, every half lease: two
+// hundred statements, twice the poller's, every 15 s at the default TTL.
+// The lease here is short, so that fallbacks come every second (every 3 s
+// on MySQL, whose rounds wait up to a second for bells): several rounds
+// apart. A fallback that no round began after (a machine so busy that
+// the poller stalled) still polls, and may send two statements.
+func TestColdFallbackCovered(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		ctx := ctxT(t, time.Minute)
+		ttl := 2 * time.Second
+		per := int64(2) // a round's read and its announcement
+		switch d {
+		case dblock.MySQL:
+			ttl, per = 6*time.Second, 3 // and the bells' read
+		case dblock.SQLite:
+			per = 1 // no announcement: no release events
+		}
+		ls := nodes(t, d, 2, dblock.WithTTL(ttl))
+		holder, waiter := ls[0], ls[1]
+		const n = 10
+		keys := make([]string, n)
+		held := make([]*dblock.Lock, n)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("fallback-%d", i)
+			held[i] = mustLock(t)(holder.TryLock(ctx, keys[i]))
+		}
+		statements := dblock.CountAll(waiter)
+		got := make(chan error, n)
+		for _, k := range keys {
+			go func() {
+				lk, err := waiter.Lock(ctx, k)
+				if err == nil {
+					err = lk.Unlock(ctx)
+				}
+				got <- err
+			}()
+		}
+		eventually(t, time.Minute, 2*time.Millisecond, "every waiter watched by the idle poller", func() bool { return dblock.ColdWaiters(waiter) == n })
+		s0, r0 := statements.Load(), dblock.IdleRounds(waiter)
+		f0, k0 := dblock.IdleFallbacks(waiter)
+		eventually(t, time.Minute, 2*time.Millisecond, "every waiter's fallback due twice", func() bool {
+			f, _ := dblock.IdleFallbacks(waiter)
+			return f >= f0+2*n
+		})
+		s1, r1 := statements.Load(), dblock.IdleRounds(waiter)
+		f1, k1 := dblock.IdleFallbacks(waiter)
+		due, skipped := f1-f0, k1-k0
+		if skipped == 0 {
+			t.Errorf("none of %d fallback polls skipped in %d rounds of the idle poller", due, r1-r0)
+		}
+		if sent, want := s1-s0, per*(r1-r0+1)+2*(due-skipped); sent > want {
+			t.Errorf("%d statements in %d rounds of the idle poller and %d fallbacks (%d skipped), for %d waiters; want at most %d", sent, r1-r0, due, skipped, n, want)
+		}
+		for _, lk := range held {
+			if err := lk.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitAll(t, ctx, got, n)
+	})
+}
+
 // A Locker whose idle poller cannot read (here its statement is refused;
 // before arrays went as literals, a wrapped pgx driver refused its []string
 // this way) must not leave its waiters to their half-lease fallback: a

@@ -67,6 +67,11 @@ func (e *Engine) waitFor(ctx context.Context, key string, w *waiter, s *waitStep
 		case <-e.closing:
 			return nil, dberr.ErrClosed
 		}
+		if polled && idle.Covered() {
+			d, _ := idle.Fallback(w.Cfg.TTL)
+			poll.Reset(d)
+			continue
+		}
 		if !s.mayAsk(ctx, e, key, w, poll, polled) {
 			continue
 		}
