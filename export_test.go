@@ -359,3 +359,12 @@ func WaiterRecordsWritten(l *Locker) int64 {
 	}
 	return 0
 }
+
+// WaiterRenewals reports how many beats of l renewed waiter records, and
+// in how many statements. Test hook.
+func WaiterRenewals(l *Locker) (beats, statements int64) {
+	if r := l.e.WaiterRecords(); r != nil {
+		return r.Renewals()
+	}
+	return 0, 0
+}

@@ -63,3 +63,50 @@ func TestWaitersBurst(t *testing.T) {
 		}
 	})
 }
+
+// A Locker renews the records of its waiting calls together: 100 calls'
+// records in one statement a beat, not one per 32 (MaxBatch, the combined
+// statements' bound) as before. With 1,000 waiters (cmd/dblock-bench
+// idle-waiters) that was 32 statements every beat, a third of what the
+// waiting sent the server.
+func TestWaiterRecordsRenewTogether(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		holder, _, table := dbtest.Locker(t, d)
+		waiter, _ := newLocker(t, d, table, dblock.WithWaiterRecords(0), dblock.WithTTL(3*time.Second))
+		ctx := ctxT(t, 2*time.Minute)
+		const n = 100
+		var held []*dblock.Lock
+		for i := range n {
+			held = append(held, mustLock(t)(holder.TryLock(ctx, fmt.Sprintf("renew-%d", i))))
+		}
+		errs := make(chan error, n)
+		for i := range n {
+			go func() {
+				lk, err := waiter.Lock(ctx, fmt.Sprintf("renew-%d", i))
+				if err == nil {
+					err = lk.Unlock(ctx)
+				}
+				errs <- err
+			}()
+		}
+		awaitShown(t, holder, fmt.Sprintf("%d records", n), func(ws []dblock.WaiterInfo) bool { return len(ws) == n })
+		b0, s0 := dblock.WaiterRenewals(waiter)
+		eventually(t, time.Minute, time.Millisecond, "three renewals", func() bool {
+			b, _ := dblock.WaiterRenewals(waiter)
+			return b >= b0+3
+		})
+		b1, s1 := dblock.WaiterRenewals(waiter)
+		if beats, sent := b1-b0, s1-s0; sent != beats {
+			t.Errorf("%d beats renewed %d records in %d statements; want one statement a beat", beats, n, sent)
+		}
+		if ws, err := holder.Waiters(ctx, ""); err != nil || len(ws) != n {
+			t.Errorf("after the renewals, Waiters: %d records, %v; want %d", len(ws), err, n)
+		}
+		for _, lk := range held {
+			if err := lk.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitAll(t, ctx, errs, n)
+	})
+}

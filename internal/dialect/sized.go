@@ -59,6 +59,26 @@ type Sized struct {
 
 	mu    sync.Mutex
 	texts [MaxBatch + 1]string
+	wide  map[int]string // texts for more than MaxBatch (ListWidth)
+}
+
+// MaxList bounds the numbers of one list statement (ListWidth): the
+// waiter records a Locker renews or deletes at once.
+const MaxList = 512
+
+// ListWidth is the size of the statement that carries n numbers of a list
+// (1 <= n <= MaxList): n itself up to MaxBatch, else the next power of two,
+// so that few texts serve every list; the rest is padded with NULLs, which
+// match no row.
+func ListWidth(n int) int {
+	if n <= MaxBatch {
+		return n
+	}
+	w := MaxBatch
+	for w < n {
+		w *= 2
+	}
+	return w
 }
 
 // NewSized returns a Sized whose text for n calls is build(n).
@@ -100,10 +120,22 @@ func ListSQL(text string, bind func(i int) string) *Sized {
 	})
 }
 
-// Text returns the statement for n calls, 1 <= n <= MaxBatch.
+// Text returns the statement for n calls, 1 <= n <= MaxBatch, or a width
+// of ListWidth.
 func (s *Sized) Text(n int) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if n > MaxBatch {
+		t, ok := s.wide[n]
+		if !ok {
+			if s.wide == nil {
+				s.wide = make(map[int]string)
+			}
+			t = s.build(n)
+			s.wide[n] = t
+		}
+		return t
+	}
 	if s.texts[n] == "" {
 		s.texts[n] = s.build(n)
 	}

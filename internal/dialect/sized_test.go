@@ -58,3 +58,25 @@ func TestPadded(t *testing.T) {
 		t.Error("padded wrote into the spare capacity of its argument")
 	}
 }
+
+// A list of up to MaxList numbers goes in one statement: its own size up
+// to MaxBatch, then a power of two at most twice its size, so that five
+// texts beyond MaxBatch serve every list; each wide text has as many
+// placeholders as its width.
+func TestListWidth(t *testing.T) {
+	s := ListSQL("DELETE FROM t WHERE id IN ({list})", func(i int) string { return fmt.Sprintf("$%d", i) })
+	widths := map[int]bool{}
+	for n := 1; n <= MaxList; n++ {
+		w := ListWidth(n)
+		if w < n || n <= MaxBatch && w != n || n > MaxBatch && (w >= 2*n || w&(w-1) != 0) {
+			t.Fatalf("ListWidth(%d) = %d", n, w)
+		}
+		widths[w] = true
+		if got := strings.Count(s.Text(w), "$"); got != w {
+			t.Fatalf("the text for %d numbers has %d placeholders", w, got)
+		}
+	}
+	if len(widths) != MaxBatch+4 {
+		t.Errorf("%d texts for lists up to %d numbers, want %d", len(widths), MaxList, MaxBatch+4)
+	}
+}

@@ -78,6 +78,9 @@ type Registry struct {
 
 	off    atomic.Bool  // the table is missing: records are not written
 	writes atomic.Int64 // records written (for tests)
+	// renewals and renewStmts count the beats that renewed records and
+	// the statements they sent (for tests).
+	renewals, renewStmts atomic.Int64
 }
 
 // New returns the Registry of the Locker c describes. It sends nothing
@@ -162,6 +165,12 @@ func (r *Registry) nudge() {
 
 // Written reports how many records the Registry has written, for tests.
 func (r *Registry) Written() int64 { return r.writes.Load() }
+
+// Renewals reports how many beats renewed records, and in how many
+// statements, for tests.
+func (r *Registry) Renewals() (beats, statements int64) {
+	return r.renewals.Load(), r.renewStmts.Load()
+}
 
 // run writes, renews and deletes the records until the Locker closes,
 // then deletes those left.
@@ -321,7 +330,12 @@ func (r *Registry) renew() {
 	slices.Sort(ids)
 	ctx, cancel := context.WithTimeout(r.c.Ctx, r.c.TTL)
 	defer cancel()
-	if err := r.each(ctx, r.sql.Renew, ids); err != nil {
+	n, err := r.each(ctx, r.sql.Renew, ids)
+	if len(ids) > 0 {
+		r.renewals.Add(1)
+		r.renewStmts.Add(n)
+	}
+	if err != nil {
 		r.failed("renewing waiter records", err)
 	}
 }
@@ -334,26 +348,29 @@ func (r *Registry) deleteGone(ctx context.Context) {
 	r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, r.c.TTL)
 	defer cancel()
-	if err := r.each(ctx, r.sql.Delete, ids); err != nil {
+	if _, err := r.each(ctx, r.sql.Delete, ids); err != nil {
 		// Left to lapse: readers see live records only.
 		r.failed("deleting waiter records", err)
 	}
 }
 
-// each runs s for ids, MaxBatch at a time.
-func (r *Registry) each(ctx context.Context, s *dialect.Sized, ids []int64) error {
+// each runs s for ids, dialect.MaxList at a time (a thousand waiting
+// calls' records renew in two statements a beat, not 32), and returns how
+// many statements it sent.
+func (r *Registry) each(ctx context.Context, s *dialect.Sized, ids []int64) (sent int64, err error) {
 	for len(ids) > 0 {
-		n := min(len(ids), dialect.MaxBatch)
-		args := make([]any, n)
+		n := min(len(ids), dialect.MaxList)
+		args := make([]any, dialect.ListWidth(n)) // padded with NULLs
 		for i, id := range ids[:n] {
 			args[i] = id
 		}
-		if _, err := r.c.Q.ExecContext(ctx, s.Text(n), args...); err != nil {
-			return err
+		sent++
+		if _, err := r.c.Q.ExecContext(ctx, s.Text(len(args)), args...); err != nil {
+			return sent, err
 		}
 		ids = ids[n:]
 	}
-	return nil
+	return sent, nil
 }
 
 // closeBound bounds the deletes of the records left at Close: any not
