@@ -37,7 +37,8 @@ tmp, pairs = sys.argv[1], int(sys.argv[2])
 runs = {r: [json.load(open(f"{tmp}/{r}.{i}.json")) for i in range(1, pairs + 1)] for r in ("old", "new")}
 def ratios(rep):
     # The figure each case is judged by: its ratio to its in-run baseline;
-    # the idle waiters' client CPU (% of a core) and wake p50 (µs); the
+    # the idle waiters' client and server CPU (% of a core) and wake p50
+    # (µs); the
     # heartbeat's client CPU per renewal (µs) and heap per held lock (B).
     out = {}
     for row in rep["rows"]:
@@ -47,6 +48,8 @@ def ratios(rep):
         if row.get("idle"):
             out[k[:2] + ("client %",)] = row["idle"]["client_core_pct"]
             out[k[:2] + ("wake p50 µs",)] = row["idle"]["wake_p50_us"]
+            if row["idle"]["server_core_pct"] >= 0:
+                out[k[:2] + ("server %",)] = row["idle"]["server_core_pct"]
         if row.get("heartbeat"):
             out[k[:2] + ("cpu µs/renewal",)] = row["heartbeat"]["client_cpu_per_renewal_us"]
             out[k[:2] + ("heap B/lock",)] = row["heartbeat"]["heap_bytes_per_lock"]
