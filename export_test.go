@@ -204,6 +204,10 @@ func HookIdleRead(l *Locker, hook func(ctx context.Context)) { l.parts().Idle.Ho
 // IdleRounds reports how many rounds l's idle poller has run. Test hook.
 func IdleRounds(l *Locker) int64 { return l.parts().Idle.Rounds() }
 
+// IdleInterval reports the wait before the idle poller's next round.
+// Test hook.
+func IdleInterval(l *Locker) time.Duration { return l.parts().Idle.Interval() }
+
 // IdleFallbacks reports how many cold waiters' fallback polls came due
 // and how many of them a round of the idle poller made needless. Test
 // hook.

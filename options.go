@@ -171,6 +171,10 @@ func WithDialect(d Dialect) Option {
 
 // WithRetry bounds the jittered exponential backoff with which Lock polls a
 // key held by someone else: the first wait is about min, doubling up to max.
+// Where release events wake waiters (PostgreSQL's notifications, MySQL's
+// bells), a key held for long elsewhere is polled only as a backstop, for
+// what no event announces (a lease that ran out, a row deleted by hand),
+// about once a second, or every max if longer.
 func WithRetry(min, max time.Duration) Option {
 	return func(c *config) error {
 		c.lockerOnly = append(c.lockerOnly, "WithRetry")
