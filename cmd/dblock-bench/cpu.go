@@ -27,9 +27,14 @@ func clientCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// procCPU returns a reader of process pid's CPU time from /proc/<pid>/stat.
+// procCPU returns a reader of process pid's CPU time: every thread's, in
+// nanoseconds, from /proc/<pid>/task/*/schedstat where the kernel keeps
+// it, else from /proc/<pid>/stat in clock ticks.
 func procCPU(pid int) func() (time.Duration, error) {
 	return func() (time.Duration, error) {
+		if d, ok := schedCPU(pid); ok {
+			return d, nil
+		}
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 		if err != nil {
 			return 0, err
@@ -56,14 +61,21 @@ func procCPU(pid int) func() (time.Duration, error) {
 
 // postgresCPU returns a reader of a local PostgreSQL server's CPU time: the
 // postmaster's own and its reaped children's (cutime, cstime: the backends
-// of closed connections), plus every live backend's, from /proc.
+// of closed connections), plus every live backend's, from /proc; live
+// processes in nanoseconds where the kernel keeps them (schedCPU).
 func postgresCPU(postmaster int) func() (time.Duration, error) {
 	return func() (time.Duration, error) {
 		f, err := statFields(postmaster)
 		if err != nil {
 			return 0, err
 		}
-		total := sumTicks(f[11:15]) // utime, stime, cutime, cstime
+		total := sumTicks(f[13:15]) // cutime, cstime
+		var live time.Duration
+		if d, ok := schedCPU(postmaster); ok {
+			live += d
+		} else {
+			total += sumTicks(f[11:13])
+		}
 		entries, err := os.ReadDir("/proc")
 		if err != nil {
 			return 0, err
@@ -77,10 +89,50 @@ func postgresCPU(postmaster int) func() (time.Duration, error) {
 			if err != nil || c[1] != strconv.Itoa(postmaster) {
 				continue // gone meanwhile, or not a backend
 			}
-			total += sumTicks(c[11:13])
+			if d, ok := schedCPU(pid); ok {
+				live += d
+			} else {
+				total += sumTicks(c[11:13])
+			}
 		}
-		return time.Duration(total) * time.Second / clockTicks, nil
+		return live + time.Duration(total)*time.Second/clockTicks, nil
 	}
+}
+
+// schedCPU returns the time every thread of process pid has run, in
+// nanoseconds (the first field of /proc/<pid>/task/<tid>/schedstat); ok is
+// false where the kernel keeps no such file. The clock ticks of
+// /proc/<pid>/stat are 10 ms: over the idle-waiters case's 3 s, one tick
+// more or less was a third of a percent of a core, and the server's share
+// of the same build read 0.0, 0.3 and 0.7% in three runs.
+func schedCPU(pid int) (time.Duration, bool) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil || len(tasks) == 0 {
+		return 0, false
+	}
+	var ns int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/schedstat")
+		if err != nil {
+			if os.IsNotExist(err) {
+				if _, serr := os.Stat(dir + "/" + t.Name()); serr != nil {
+					continue // the thread ended meanwhile
+				}
+			}
+			return 0, false
+		}
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			return 0, false
+		}
+		v, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		ns += v
+	}
+	return time.Duration(ns), true
 }
 
 // statFields returns the fields of /proc/<pid>/stat after "(comm) ": state

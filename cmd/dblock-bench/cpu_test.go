@@ -34,6 +34,32 @@ func TestProcCPU(t *testing.T) {
 	}
 }
 
+// Where the kernel keeps schedstat, a process's CPU time reads in
+// nanoseconds, not 10 ms clock ticks: 3 ms of CPU burnt show as 3 ms
+// (ticks read 0 or 10).
+func TestSchedCPU(t *testing.T) {
+	if _, ok := schedCPU(os.Getpid()); !ok {
+		t.Fatal("no /proc/<pid>/task/*/schedstat on this kernel")
+	}
+	read := procCPU(os.Getpid())
+	before, err := read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := clientCPU()
+	for giveUp := time.Now().Add(time.Minute); clientCPU()-start < 3*time.Millisecond && time.Now().Before(giveUp); {
+		spin(100 * time.Microsecond)
+	}
+	burnt := clientCPU() - start
+	after, err := read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := after - before; got < burnt/2 || got > burnt+8*time.Millisecond {
+		t.Fatalf("schedstat says %v of CPU over a busy wait of %v (getrusage)", got, burnt)
+	}
+}
+
 // Per-operation CPU figures of slices merge weighted by their operations.
 func TestMergeCPU(t *testing.T) {
 	m := mergeRows([]Row{
