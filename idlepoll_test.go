@@ -1,6 +1,7 @@
 package dblock_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -21,24 +22,8 @@ func TestIdleWaitersPollTogether(t *testing.T) {
 		ls := nodes(t, d, 2)
 		holder, waiter := ls[0], ls[1]
 		const n = 50
-		keys := make([]string, n)
-		held := make([]*dblock.Lock, n)
-		for i := range keys {
-			keys[i] = fmt.Sprintf("idle-%d", i)
-			held[i] = mustLock(t)(holder.TryLock(ctx, keys[i]))
-		}
 		statements := dblock.CountAll(waiter)
-		got := make(chan error, n)
-		for _, k := range keys {
-			go func() {
-				lk, err := waiter.Lock(ctx, k)
-				if err == nil {
-					err = lk.Unlock(ctx)
-				}
-				got <- err
-			}()
-		}
-		eventually(t, time.Minute, 2*time.Millisecond, "every waiter watched by the idle poller", func() bool { return dblock.ColdWaiters(waiter) == n })
+		held, got := coldWaiters(t, ctx, holder, waiter, "idle", n)
 		// On MySQL a round also reads which sessions hold the keys, and
 		// their bells (bell_test.go); rounds then come once a second.
 		per, want := int64(2), int64(10)
@@ -85,24 +70,8 @@ func TestColdFallbackCovered(t *testing.T) {
 		ls := nodes(t, d, 2, dblock.WithTTL(ttl))
 		holder, waiter := ls[0], ls[1]
 		const n = 10
-		keys := make([]string, n)
-		held := make([]*dblock.Lock, n)
-		for i := range keys {
-			keys[i] = fmt.Sprintf("fallback-%d", i)
-			held[i] = mustLock(t)(holder.TryLock(ctx, keys[i]))
-		}
 		statements := dblock.CountAll(waiter)
-		got := make(chan error, n)
-		for _, k := range keys {
-			go func() {
-				lk, err := waiter.Lock(ctx, k)
-				if err == nil {
-					err = lk.Unlock(ctx)
-				}
-				got <- err
-			}()
-		}
-		eventually(t, time.Minute, 2*time.Millisecond, "every waiter watched by the idle poller", func() bool { return dblock.ColdWaiters(waiter) == n })
+		held, got := coldWaiters(t, ctx, holder, waiter, "fallback", n)
 		s0, r0 := statements.Load(), dblock.IdleRounds(waiter)
 		f0, k0 := dblock.IdleFallbacks(waiter)
 		eventually(t, time.Minute, 2*time.Millisecond, "every waiter's fallback due twice", func() bool {
@@ -156,6 +125,27 @@ func TestIdleRoundsNotified(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitAll(t, ctx, got, 1)
+}
+
+// coldWaiters has holder take n keys named prefix-i and waiter wait for
+// each in Lock (unlocking it once taken, the outcome sent on got), and
+// returns once the waiter's idle poller watches them all.
+func coldWaiters(t *testing.T, ctx context.Context, holder, waiter *dblock.Locker, prefix string, n int) (held []*dblock.Lock, got chan error) {
+	t.Helper()
+	got = make(chan error, n)
+	for i := range n {
+		key := fmt.Sprintf("%s-%d", prefix, i)
+		held = append(held, mustLock(t)(holder.TryLock(ctx, key)))
+		go func() {
+			lk, err := waiter.Lock(ctx, key)
+			if err == nil {
+				err = lk.Unlock(ctx)
+			}
+			got <- err
+		}()
+	}
+	eventually(t, time.Minute, 2*time.Millisecond, "every waiter watched by the idle poller", func() bool { return dblock.ColdWaiters(waiter) == n })
+	return held, got
 }
 
 // A Locker whose idle poller cannot read (here its statement is refused;
