@@ -36,12 +36,7 @@ func TestIdleWaitersPollTogether(t *testing.T) {
 		if sent, rounds := s1-s0, r1-r0; sent > per*rounds+per {
 			t.Errorf("%d statements in %d rounds of the idle poller, for %d waiters; want at most %d", sent, rounds, n, per*rounds+per)
 		}
-		for _, lk := range held {
-			if err := lk.Unlock(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-		waitAll(t, ctx, got, n)
+		releaseAll(t, ctx, held, got)
 		if c := dblock.ColdWaiters(waiter); c != 0 {
 			t.Errorf("%d cold waiters left", c)
 		}
@@ -87,12 +82,7 @@ func TestColdFallbackCovered(t *testing.T) {
 		if sent, want := s1-s0, per*(r1-r0+1)+2*(due-skipped); sent > want {
 			t.Errorf("%d statements in %d rounds of the idle poller and %d fallbacks (%d skipped), for %d waiters; want at most %d", sent, r1-r0, due, skipped, n, want)
 		}
-		for _, lk := range held {
-			if err := lk.Unlock(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-		waitAll(t, ctx, got, n)
+		releaseAll(t, ctx, held, got)
 	})
 }
 
@@ -107,24 +97,12 @@ func TestIdleRoundsNotified(t *testing.T) {
 	ctx := ctxT(t, time.Minute)
 	ls := nodes(t, d, 2)
 	holder, waiter := ls[0], ls[1]
-	held := mustLock(t)(holder.TryLock(ctx, "notified"))
-	got := make(chan error, 1)
-	go func() {
-		lk, err := waiter.Lock(ctx, "notified")
-		if err == nil {
-			err = lk.Unlock(ctx)
-		}
-		got <- err
-	}()
-	eventually(t, time.Minute, 2*time.Millisecond, "the waiter watched by the idle poller", func() bool { return dblock.ColdWaiters(waiter) == 1 })
+	held, got := coldWaiters(t, ctx, holder, waiter, "notified", 1)
 	if !dblock.Notifying(waiter) {
 		t.Fatal("the waiting Locker hears no notifications")
 	}
 	eventually(t, time.Minute, 2*time.Millisecond, "rounds a second apart", func() bool { return dblock.IdleInterval(waiter) == time.Second })
-	if err := held.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	waitAll(t, ctx, got, 1)
+	releaseAll(t, ctx, held, got)
 }
 
 // coldWaiters has holder take n keys named prefix-i and waiter wait for
@@ -146,6 +124,17 @@ func coldWaiters(t *testing.T, ctx context.Context, holder, waiter *dblock.Locke
 	}
 	eventually(t, time.Minute, 2*time.Millisecond, "every waiter watched by the idle poller", func() bool { return dblock.ColdWaiters(waiter) == n })
 	return held, got
+}
+
+// releaseAll unlocks held, then waits for coldWaiters' outcomes on got.
+func releaseAll(t *testing.T, ctx context.Context, held []*dblock.Lock, got chan error) {
+	t.Helper()
+	for _, lk := range held {
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitAll(t, ctx, got, len(held))
 }
 
 // A Locker whose idle poller cannot read (here its statement is refused;

@@ -31,13 +31,12 @@ const (
 type Option func(*config) error
 
 type config struct {
-	table     string
-	ttl       time.Duration
-	heartbeat time.Duration // 0: ttl/3
-	logger    *slog.Logger
-	dialect   Dialect
-	retryMin  time.Duration
-	retryMax  time.Duration
+	table              string
+	ttl                time.Duration
+	heartbeat          time.Duration // 0: ttl/3
+	logger             *slog.Logger
+	dialect            Dialect
+	retryMin, retryMax time.Duration
 	// durableRelease makes releases wait for their commit to reach disk.
 	durableRelease bool
 	// noCombining sends every acquire and release as its own statement.
@@ -170,11 +169,8 @@ func WithDialect(d Dialect) Option {
 }
 
 // WithRetry bounds the jittered exponential backoff with which Lock polls a
-// key held by someone else: the first wait is about min, doubling up to max.
-// Where release events wake waiters (PostgreSQL's notifications, MySQL's
-// bells), a key held for long elsewhere is polled only as a backstop, for
-// what no event announces (a lease that ran out, a row deleted by hand),
-// about once a second, or every max if longer.
+// key held by someone else: about min at first, doubling up to max; at least
+// a second where releases wake waiters, whose polls are then a backstop.
 func WithRetry(min, max time.Duration) Option {
 	return func(c *config) error {
 		c.lockerOnly = append(c.lockerOnly, "WithRetry")

@@ -115,10 +115,8 @@ func schedCPU(pid int) (time.Duration, bool) {
 	for _, t := range tasks {
 		b, err := os.ReadFile(dir + "/" + t.Name() + "/schedstat")
 		if err != nil {
-			if os.IsNotExist(err) {
-				if _, serr := os.Stat(dir + "/" + t.Name()); serr != nil {
-					continue // the thread ended meanwhile
-				}
+			if _, serr := os.Stat(dir + "/" + t.Name()); serr != nil {
+				continue // the thread ended meanwhile
 			}
 			return 0, false
 		}

@@ -18,8 +18,8 @@ import (
 // one statement per round and wakes the waiters of those it finds free.
 // Rounds come every idleMin while keys come free, and twice as far apart
 // after each round that finds none, up to idleCap (a second where release
-// events wake waiters anyway: limit). A thousand waiters on a hundred keys held for
-// minutes elsewhere then cost a few statements a second, not one per key
+// events wake waiters anyway: limit). A thousand waiters on a hundred keys
+// held for minutes elsewhere then cost a few statements a second, not one per key
 // per millisecond, and still wake within idleCap of a release. A key that
 // changes hands often (Lockers contending) keeps its waiters polling on
 // their own, fast, as before: they see it free often enough never to go
@@ -189,7 +189,7 @@ func (p *Idle) limit() time.Duration {
 	if p.host.Notifying() {
 		return max(p.retryMax, bells.Wait)
 	}
-	return min(idleCap, p.retryMax)
+	return max(min(idleCap, p.retryMax), idleMin)
 }
 
 // loop runs rounds while waiters are cold.
@@ -224,7 +224,7 @@ func (p *Idle) loop() {
 		case found:
 			interval = idleMin
 		default:
-			interval = min(2*interval, max(p.limit(), idleMin))
+			interval = min(2*interval, p.limit())
 		}
 		p.interval.Store(int64(interval))
 		if p.host.Notifying() && time.Now().After(wantAgain) {
