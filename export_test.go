@@ -245,6 +245,10 @@ func (c *allCounter) QueryRowContext(ctx context.Context, q string, args ...any)
 // (WithFIFO). Test hook.
 func Grants(l *Locker) int64 { return l.parts().FIFO.Grants() }
 
+// SetTicketDropAfter sets how long a ticket a grant left expired waits
+// to be deleted with others (WithFIFO on MySQL). Test hook.
+func SetTicketDropAfter(l *Locker, d time.Duration) { l.parts().FIFO.SetDropAfter(d) }
+
 // WantedElsewhere reports whether l knows that another Locker waits for
 // key. Test hook.
 func WantedElsewhere(l *Locker, key string) bool { return l.e.WantedElsewhere(key) }

@@ -100,18 +100,17 @@ func (e *Engine) lockFIFO(ctx context.Context, key string, lc LockConfig) (*Lock
 	if granted != nil {
 		if !e.fifo.ByTicket() {
 			e.fifo.Forget(t) // the ticket went with the grant
-			return granted, nil
+		} else {
+			e.fifo.Drop(key, t) // the grant left it expired
 		}
-		lk = granted // the grant left the ticket expired: it goes as below
+		return granted, nil
 	}
 	// The ticket goes while the caller works: a release that frees the
 	// key waits for that.
 	done := e.fifo.DequeueAsync(key, t)
 	e.mu.Lock()
 	lk.dequeued = done
-	if granted == nil {
-		lk.succ = succ // a grant's were set as it was adopted
-	}
+	lk.succ = succ
 	e.mu.Unlock()
 	return lk, nil
 }

@@ -25,6 +25,9 @@ type StmtCounter struct {
 	// Refuse, when set, fails the statements whose text it returns an
 	// error for, before they reach the server. Set it before OpenCounted.
 	Refuse func(query string) error
+	// Seen, when set, is called with the text of every statement counted,
+	// each execution of a prepared one too. Set it before OpenCounted.
+	Seen func(query string)
 }
 
 // refused is c.Refuse's verdict on q.
@@ -44,7 +47,10 @@ func (c *StmtCounter) Longest() time.Duration { return time.Duration(c.longest.L
 // ResetLongest forgets the longest statement so far.
 func (c *StmtCounter) ResetLongest() { c.longest.Store(0) }
 
-func (c *StmtCounter) done(start time.Time) {
+func (c *StmtCounter) done(q string, start time.Time) {
+	if c.Seen != nil {
+		c.Seen(q)
+	}
 	c.n.Add(1)
 	d := int64(time.Since(start))
 	for {
@@ -136,7 +142,7 @@ func (cc *countingConn) PrepareContext(ctx context.Context, q string) (driver.St
 	if err != nil {
 		return nil, err
 	}
-	return &countingStmt{s, cc, start}, nil
+	return &countingStmt{s, cc, q, start}, nil
 }
 
 func (cc *countingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
@@ -154,7 +160,7 @@ func (cc *countingConn) ExecContext(ctx context.Context, q string, args []driver
 	start := time.Now()
 	r, err := e.ExecContext(ctx, q, args)
 	if err != driver.ErrSkip {
-		cc.c.done(start)
+		cc.c.done(q, start)
 	}
 	return r, err
 }
@@ -170,7 +176,7 @@ func (cc *countingConn) QueryContext(ctx context.Context, q string, args []drive
 	start := time.Now()
 	r, err := e.QueryContext(ctx, q, args)
 	if err != driver.ErrSkip {
-		cc.c.done(start)
+		cc.c.done(q, start)
 	}
 	return r, err
 }
@@ -212,16 +218,17 @@ func (cc *countingConn) CheckNamedValue(nv *driver.NamedValue) error {
 type countingStmt struct {
 	driver.Stmt
 	conn     *countingConn
+	query    string
 	prepared time.Time
 }
 
 func (s *countingStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	defer s.conn.c.done(s.prepared)
+	defer s.conn.c.done(s.query, s.prepared)
 	return s.Stmt.(driver.StmtExecContext).ExecContext(ctx, args)
 }
 
 func (s *countingStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	defer s.conn.c.done(s.prepared)
+	defer s.conn.c.done(s.query, s.prepared)
 	return s.Stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
 }
 

@@ -330,6 +330,9 @@ type QueueSQL struct {
 	Renew *Sized
 	// Dequeue deletes one ticket; Forget the ticket of (key, memo).
 	Dequeue, Forget string
+	// Drop deletes the tickets listed, by number, which grants of a
+	// Passer ByTicket left expired; nil where a grant deletes its ticket.
+	Drop *Sized
 	// Reap deletes at most ReapBatch expired tickets.
 	Reap string
 }
@@ -347,8 +350,8 @@ type QueueSQL struct {
 // statement that read the ticket table's index to update the lock table
 // would deadlock with ticket deletes, one that joins the ticket by its
 // primary key does not. The ticket it grants is left expired, not deleted
-// (a statement that updates the lock table cannot delete): the grantee
-// deletes it. Pass then does nothing at all (ok false, nil error) when it
+// (a statement that updates the lock table cannot delete): the grantee's
+// Locker deletes it, with others (QueueSQL.Drop). Pass then does nothing at all (ok false, nil error) when it
 // grants nothing, and the caller releases.
 type Passer interface {
 	// Pass releases (key, owner, token) for Locker from. granted names the

@@ -248,6 +248,11 @@ UPDATE {q} SET update_time = UTC_TIMESTAMP(6) WHERE ticket IN ({list}) AND {live
 -- name: queue.dequeue
 DELETE FROM {q} WHERE ticket = ?
 
+-- name: queue.drop
+-- The tickets listed, which grants left expired (their grantees hold the
+-- key): by primary key, as the single delete.
+DELETE FROM {q} WHERE ticket IN ({list})
+
 -- name: queue.forget
 DELETE FROM {q} WHERE key_id = ? AND memo = ?
 

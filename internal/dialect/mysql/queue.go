@@ -23,8 +23,10 @@ func (m *mysqlDialect) Queue() *dialect.QueueSQL {
 		Renew: dialect.ListSQL(queries.Get("queue.renew", r),
 			func(int) string { return "?" }),
 		Dequeue: queries.Get("queue.dequeue", r),
-		Forget:  queries.Get("queue.forget", r),
-		Reap:    queries.Get("queue.reap", r),
+		Drop: dialect.ListSQL(queries.Get("queue.drop", r),
+			func(int) string { return "?" }),
+		Forget: queries.Get("queue.forget", r),
+		Reap:   queries.Get("queue.reap", r),
 	}
 }
 
