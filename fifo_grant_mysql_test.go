@@ -74,6 +74,57 @@ func TestFIFOGrantTicketsDeletedTogether(t *testing.T) {
 	}
 }
 
+// A grantee learns from its read of the queue the eight oldest tickets
+// behind its own, and a run of handovers within its Locker goes down that
+// list: no release in the run reads the queue's head. Eight waiters of one
+// Locker behind a holder elsewhere: only the first grantee reads the queue,
+// and the last release reads the head, to find nobody. On the old code a
+// lock knew two successors, and every release from the third on read the
+// head: six reads.
+func TestFIFOGrantRunKnowsItsQueue(t *testing.T) {
+	const d = dblock.MySQL
+	if distributed(t) {
+		t.Skip("TiDB: releases do not grant")
+	}
+	holder, db, table := dbtest.Locker(t, d, fifoOpts()...)
+	var heads atomic.Int64
+	head := "SELECT ticket FROM " + quote(d, table+"_queue") + " WHERE key_id = ? AND"
+	c := &dbtest.StmtCounter{Seen: func(q string) {
+		if strings.HasPrefix(q, head) {
+			heads.Add(1)
+		}
+	}}
+	waiter, err := dblock.New(openCountedWith(t, d, c), append(fifoOpts(), dblock.WithTable(table))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiter.Close()
+	ctx := ctxT(t, time.Minute)
+	const key, n = "fifo-grant-run", 8
+	held := mustLock(t)(holder.Lock(ctx, key))
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			lk, err := waiter.Lock(ctx, key)
+			if err == nil {
+				err = lk.Unlock(ctx)
+			}
+			errs <- err
+		}()
+	}
+	awaitTickets(t, db, d, table, key, n)
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	awaitWaiters(t, errs, n)
+	if g := dblock.Grants(waiter); g != n {
+		t.Fatalf("%d of %d turns were grants", g, n)
+	}
+	if h := heads.Load(); h > 1 {
+		t.Fatalf("%d reads of the queue's head by the %d releases of a run of grants, want at most 1", h, n)
+	}
+}
+
 // MySQL's release gives the key to the ticket its caller names (read
 // before, by the queue read that preceded the take), joined by primary key:
 // only a live, grantable ticket of the same key gets it, and the statement

@@ -54,10 +54,10 @@ func (e *Engine) adopt(key string, lc LockConfig, memo string, st fifo.State) (*
 // handGrant gives the lease a release of ours, sent at sent, granted to
 // ticket g.Ticket straight to our waiter holding that ticket, wherever it
 // stands in key's queue, when it is idle: it learns without a read, and
-// takes after (the ticket the release's holder knew to come after g's) as
-// its own next. Otherwise the waiter, here or elsewhere, reads the grant
-// when woken. It reports whether it handed the lease.
-func (e *Engine) handGrant(key string, g dialect.Grant, sent time.Time, after int64) bool {
+// takes the successors the release's holder knew to come after g's as its
+// own. Otherwise the waiter, here or elsewhere, reads the grant when woken.
+// It reports whether it handed the lease.
+func (e *Engine) handGrant(key string, g dialect.Grant, sent time.Time, succ fifo.Successors) bool {
 	if g.Token <= 0 { // granted, token unread (MySQL's history): the waiter reads it
 		return false
 	}
@@ -68,9 +68,7 @@ func (e *Engine) handGrant(key string, g dialect.Grant, sent time.Time, after in
 	lc := w.Cfg
 	lc.Owner = w.Memo()
 	lk := e.newLock(key, lc, g.Token, sent)
-	if after != g.Ticket {
-		lk.succ.Next = after
-	}
+	lk.succ = succ.Past(g.Ticket)
 	if !e.leases.Register(lk) { // closed meanwhile
 		e.waits.Finish(w, nil, false, "")
 		_ = lk.Release(context.Background(), dberr.ErrClosed)

@@ -103,7 +103,7 @@ func (k *Lock) releaseRow(ctx context.Context, uncertain bool) (wake bool, err e
 	// A grant does not wait for the lock's ticket to go, but the release
 	// returns only once it has: no ticket outlives its Unlock.
 	defer awaitClosed(dequeued)
-	next := succ.Next
+	next := succ.Next()
 	byTicket := pass && p.ByTicket()
 	var granted dialect.Grant
 	var sent time.Time
@@ -150,7 +150,7 @@ func (k *Lock) releaseRow(ctx context.Context, uncertain bool) (wake bool, err e
 		// events will wake them. Without events our first waiter, which
 		// sent no read while we held the key, polls again at its pace:
 		// its turn may come at the grantee's release.
-		wake = !k.e.handGrant(k.Key(), granted, sent, succ.After) &&
+		wake = !k.e.handGrant(k.Key(), granted, sent, succ) &&
 			(k.e.waits.Told(k.Key(), granted.Ticket) || !k.e.notifying())
 	}
 	return wake, nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -228,22 +229,24 @@ func TestReadRows(t *testing.T) {
 		return ticket
 	}
 	type read struct {
-		ahead       int
-		live        bool
-		holder      int64
-		next, after int64
+		ahead  int
+		live   bool
+		holder int64
+		succ   string // the successors, oldest first
 	}
-	check := func(what string, ticket int64, want read) {
+	check := func(what string, ticket int64, want read) fifo.Successors {
 		t.Helper()
 		st, err := q.Read(ctx, key, ticket, "")
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		if got := (read{st.Ahead, st.Live, st.Holder, st.Succ.Next, st.Succ.After}); got != want {
+		if got := (read{st.Ahead, st.Live, st.Holder, fmt.Sprint(st.Succ.List())}); got != want {
 			t.Fatalf("%s: read %+v, want %+v", what, got, want)
 		}
+		return st.Succ
 	}
-	check("empty queue, free key", fifo.NoTicket, read{})
+	list := func(ts ...[]int64) string { return fmt.Sprint(slices.Concat(ts...)) }
+	check("empty queue, free key", fifo.NoTicket, read{succ: list()})
 
 	expired := enqueue(key, 0)
 	enqueue(key+"-other", 60000)
@@ -252,12 +255,18 @@ func TestReadRows(t *testing.T) {
 		live = append(live, enqueue(key, 60000))
 	}
 	enqueue(key+"-other", 60000)
-	check("no ticket", fifo.NoTicket, read{ahead: 8, next: live[0], after: live[1]})
-	check("the head", live[0], read{ahead: 0, live: true, next: live[1], after: live[2]})
-	check("second", live[1], read{ahead: 1, live: true, next: live[0], after: live[2]})
-	check("third", live[2], read{ahead: 2, live: true, next: live[0], after: live[1]})
-	check("last, past the cap", live[9], read{ahead: 8, live: true, next: live[0], after: live[1]})
-	check("expired", expired, read{ahead: 0, next: live[0], after: live[1]})
+	// A read sees the nine oldest live tickets, and keeps eight of them
+	// other than its own.
+	check("no ticket", fifo.NoTicket, read{ahead: 8, succ: list(live[:8])})
+	head := check("the head", live[0], read{ahead: 0, live: true, succ: list(live[1:9])})
+	check("second", live[1], read{ahead: 1, live: true, succ: list(live[:1], live[2:9])})
+	check("third", live[2], read{ahead: 2, live: true, succ: list(live[:2], live[3:9])})
+	check("last, past the cap", live[9], read{ahead: 8, live: true, succ: list(live[:8])})
+	check("expired", expired, read{ahead: 0, succ: list(live[:8])})
+	// A lease granted to the fourth takes those after it as its own.
+	if got, want := fmt.Sprint(head.Past(live[3]).List()), list(live[4:9]); got != want || head.Past(live[3]).Next() != live[4] {
+		t.Fatalf("successors past the fourth: %s, want %s", got, want)
+	}
 
 	l, err := dblock.New(db, dblock.WithTable(table))
 	if err != nil {
@@ -268,14 +277,14 @@ func TestReadRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	check("held", live[0], read{ahead: 0, live: true, holder: held.Token(), next: live[1], after: live[2]})
+	check("held", live[0], read{ahead: 0, live: true, holder: held.Token(), succ: list(live[1:9])})
 	if err := held.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Exec("DELETE FROM "+queueTable+" WHERE ticket <> ?", live[9]); err != nil {
 		t.Fatal(err)
 	}
-	check("alone", live[9], read{ahead: 0, live: true})
+	check("alone", live[9], read{ahead: 0, live: true, succ: list()})
 }
 
 // A read counts the live tickets ahead up to AheadCap, and no further, on

@@ -24,12 +24,49 @@ type State struct {
 	Succ Successors
 }
 
-// Successors are the two oldest live tickets for a key other than the one
-// a queue read was made for (0: none, or a dialect that does not say:
-// QueueSQL.StateRows), in order: the ticket a release by ticket may give
-// the key to, and the one after it, which a lease handed over in-process
-// takes as its own next, having made no read.
-type Successors struct{ Next, After int64 }
+// Successors are the oldest live tickets for a key other than the one a
+// queue read was made for (none from a dialect that does not say:
+// QueueSQL.StateRows), in order: the first (Next) is the ticket a release
+// by ticket may give the key to, and a lease handed over in-process takes
+// those after the ticket it was granted as its own (Past), having made no
+// read: a run of handovers within a Locker reads the queue again only when
+// the list runs out. Tickets only grow, so the live ones a read did not
+// see are younger than the last it saw; one it saw may have left since,
+// and a release to it then grants nothing.
+type Successors struct {
+	t [dialect.StateTickets - 1]int64
+	n int
+}
+
+// Next is the oldest successor (0: none known).
+func (s Successors) Next() int64 {
+	if s.n == 0 {
+		return 0
+	}
+	return s.t[0]
+}
+
+// List returns the successors, oldest first.
+func (s Successors) List() []int64 { return slices.Clone(s.t[:s.n]) }
+
+// Past returns the successors younger than ticket t.
+func (s Successors) Past(t int64) Successors {
+	var p Successors
+	for _, n := range s.t[:s.n] {
+		if n > t {
+			p.add(n)
+		}
+	}
+	return p
+}
+
+// add appends ticket n, younger than those in s, while there is room.
+func (s *Successors) add(n int64) {
+	if s.n < len(s.t) {
+		s.t[s.n] = n
+		s.n++
+	}
+}
 
 // Read reads key's queue for ticket t (NoTicket: a call that holds none)
 // and grant memo memo ("": none), as one of the queue operations in
@@ -90,12 +127,8 @@ func (f *Queue) readRows(ctx context.Context, key string, t int64, memo string, 
 		if n < t {
 			st.Ahead++
 		}
-		switch {
-		case n == t:
-		case st.Succ.Next == 0:
-			st.Succ.Next = n
-		case st.Succ.After == 0:
-			st.Succ.After = n
+		if n != t {
+			st.Succ.add(n)
 		}
 	}
 	st.Ahead = min(st.Ahead, dialect.StateTickets-1)
