@@ -20,48 +20,20 @@ import (
 // those. On the old code every grantee deleted its own ticket: 40
 // statements, none left.
 func TestFIFOGrantTicketsDeletedTogether(t *testing.T) {
-	const d = dblock.MySQL
-	if distributed(t) {
-		t.Skip("TiDB: releases do not grant")
-	}
-	holder, db, table := dbtest.Locker(t, d, fifoOpts()...)
+	const n = 40
 	var singles, lists atomic.Int64
-	del := "DELETE FROM " + quote(d, table+"_queue") + " WHERE ticket "
-	c := &dbtest.StmtCounter{Seen: func(q string) {
-		switch {
-		case strings.HasPrefix(q, del+"= "):
-			singles.Add(1)
-		case strings.HasPrefix(q, del+"IN "):
-			lists.Add(1)
-		}
-	}}
-	waiter, err := dblock.New(openCountedWith(t, d, c), append(fifoOpts(), dblock.WithTable(table))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer waiter.Close()
-	dblock.SetTicketDropAfter(waiter, time.Hour)
-	ctx := ctxT(t, time.Minute)
-	const key, n = "fifo-grant-tickets-together", 40
-	held := mustLock(t)(holder.Lock(ctx, key))
-	errs := make(chan error, n)
-	for range n {
-		go func() {
-			lk, err := waiter.Lock(ctx, key)
-			if err == nil {
-				err = lk.Unlock(ctx)
+	waiter, db, table := grantRun(t, "fifo-grant-tickets-together", n, func(table string) func(string) {
+		del := "DELETE FROM " + quote(dblock.MySQL, table+"_queue") + " WHERE ticket "
+		return func(q string) {
+			switch {
+			case strings.HasPrefix(q, del+"= "):
+				singles.Add(1)
+			case strings.HasPrefix(q, del+"IN "):
+				lists.Add(1)
 			}
-			errs <- err
-		}()
-	}
-	awaitTickets(t, db, d, table, key, n)
-	if err := held.Unlock(ctx); err != nil {
-		t.Fatalf("Unlock: %v", err)
-	}
-	awaitWaiters(t, errs, n)
-	if g := dblock.Grants(waiter); g != n {
-		t.Fatalf("%d of %d turns were grants", g, n)
-	}
+		}
+	}, func(l *dblock.Locker) { dblock.SetTicketDropAfter(l, time.Hour) })
+	const d, key = dblock.MySQL, "fifo-grant-tickets-together"
 	eventually(t, 20*time.Second, time.Millisecond, "two batches deleted", func() bool { return lists.Load() == 2 || singles.Load() > 0 })
 	if live, all := tickets(t, db, d, table, key, true), tickets(t, db, d, table, key, false); live != 0 || all != n%16 || singles.Load() != 0 {
 		t.Fatalf("%d live and %d tickets left after %d single and %d batch deletes, want 0, %d, 0, 2", live, all, singles.Load(), lists.Load(), n%16)
@@ -82,47 +54,56 @@ func TestFIFOGrantTicketsDeletedTogether(t *testing.T) {
 // lock knew two successors, and every release from the third on read the
 // head: six reads.
 func TestFIFOGrantRunKnowsItsQueue(t *testing.T) {
+	const n = 8
+	var heads atomic.Int64
+	grantRun(t, "fifo-grant-run", n, func(table string) func(string) {
+		head := "SELECT ticket FROM " + quote(dblock.MySQL, table+"_queue") + " WHERE key_id = ? AND"
+		return func(q string) {
+			if strings.HasPrefix(q, head) {
+				heads.Add(1)
+			}
+		}
+	}, nil)
+	if h := heads.Load(); h > 1 {
+		t.Fatalf("%d reads of the queue's head by the %d releases of a run of grants, want at most 1", h, n)
+	}
+}
+
+// grantRun queues n calls of a FIFO Locker on MySQL behind key, held by
+// another Locker, releases it, and returns once each call took the key and
+// released it, every turn a grant. seen(table) sees the text of each
+// statement of the waiting Locker, which set (if not nil) is given first;
+// it is closed at cleanup.
+func grantRun(t *testing.T, key string, n int, seen func(table string) func(string), set func(*dblock.Locker)) (waiter *dblock.Locker, db *sql.DB, table string) {
+	t.Helper()
 	const d = dblock.MySQL
 	if distributed(t) {
 		t.Skip("TiDB: releases do not grant")
 	}
 	holder, db, table := dbtest.Locker(t, d, fifoOpts()...)
-	var heads atomic.Int64
-	head := "SELECT ticket FROM " + quote(d, table+"_queue") + " WHERE key_id = ? AND"
-	c := &dbtest.StmtCounter{Seen: func(q string) {
-		if strings.HasPrefix(q, head) {
-			heads.Add(1)
-		}
-	}}
-	waiter, err := dblock.New(openCountedWith(t, d, c), append(fifoOpts(), dblock.WithTable(table))...)
+	waiter, err := dblock.New(openCountedWith(t, d, &dbtest.StmtCounter{Seen: seen(table)}), append(fifoOpts(), dblock.WithTable(table))...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer waiter.Close()
+	t.Cleanup(func() { _ = waiter.Close() })
+	if set != nil {
+		set(waiter)
+	}
 	ctx := ctxT(t, time.Minute)
-	const key, n = "fifo-grant-run", 8
 	held := mustLock(t)(holder.Lock(ctx, key))
 	errs := make(chan error, n)
 	for range n {
-		go func() {
-			lk, err := waiter.Lock(ctx, key)
-			if err == nil {
-				err = lk.Unlock(ctx)
-			}
-			errs <- err
-		}()
+		go func() { errs <- <-lockUnlock(ctx, waiter, key) }()
 	}
 	awaitTickets(t, db, d, table, key, n)
 	if err := held.Unlock(ctx); err != nil {
 		t.Fatalf("Unlock: %v", err)
 	}
 	awaitWaiters(t, errs, n)
-	if g := dblock.Grants(waiter); g != n {
+	if g := dblock.Grants(waiter); g != int64(n) {
 		t.Fatalf("%d of %d turns were grants", g, n)
 	}
-	if h := heads.Load(); h > 1 {
-		t.Fatalf("%d reads of the queue's head by the %d releases of a run of grants, want at most 1", h, n)
-	}
+	return waiter, db, table
 }
 
 // MySQL's release gives the key to the ticket its caller names (read
