@@ -204,8 +204,8 @@ func TestReadGrantAge(t *testing.T) {
 // MySQL reads a key's queue in rows (the live lease, the caller's ticket,
 // the oldest live tickets) and counts and names in Go what the other
 // dialects compute in one row: live tickets ahead up to 8, whether the
-// caller's ticket is live, and the two oldest live tickets other than it,
-// passing over expired tickets and other keys'.
+// caller's ticket is live, and the eight oldest live tickets other than
+// it, passing over expired tickets and other keys'.
 func TestReadRows(t *testing.T) {
 	const name = dblock.MySQL
 	db := dbtest.Open(t, name)
