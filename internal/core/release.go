@@ -101,7 +101,8 @@ func (k *Lock) releaseRow(ctx context.Context, uncertain bool) (wake bool, err e
 	pass := p != nil && (wanted || k.e.fifo.Queuing(k.Key()) || !k.e.notifying())
 	dequeued, succ := k.fifoState()
 	// A grant does not wait for the lock's ticket to go, but the release
-	// returns only once it has: no ticket outlives its Unlock.
+	// returns only once it has: no live ticket outlives its Unlock (a
+	// granted lock's went expired with the grant: Queue.Drop).
 	defer awaitClosed(dequeued)
 	next := succ.Next()
 	byTicket := pass && p.ByTicket()

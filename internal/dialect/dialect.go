@@ -351,8 +351,9 @@ type QueueSQL struct {
 // would deadlock with ticket deletes, one that joins the ticket by its
 // primary key does not. The ticket it grants is left expired, not deleted
 // (a statement that updates the lock table cannot delete): the grantee's
-// Locker deletes it, with others (QueueSQL.Drop). Pass then does nothing at all (ok false, nil error) when it
-// grants nothing, and the caller releases.
+// Locker deletes it, with others (QueueSQL.Drop). Pass then does nothing
+// at all (ok false, nil error) when it grants nothing, and the caller
+// releases.
 type Passer interface {
 	// Pass releases (key, owner, token) for Locker from. granted names the
 	// ticket and the token it got; its zero value when the release granted

@@ -303,9 +303,9 @@ func (f *Queue) Leave(key string, t int64, memo string) {
 
 // dropBatch is how many dropped tickets one statement deletes (the rest
 // of its list padded with NULLs); dropAfter bounds how long a dropped
-// ticket waits for others (Queue.SetDropAfter). Expired tickets are passed by every read of
-// the queue, but a key's reads scan the ones not yet deleted: at most
-// about two batches of them.
+// ticket waits for others (Queue.SetDropAfter). Every read of the queue
+// passes expired tickets, but a key's reads scan the ones not yet
+// deleted: at most about two batches of them.
 const (
 	dropBatch = 16
 	dropAfter = 50 * time.Millisecond
@@ -426,8 +426,8 @@ func (f *Queue) Queued() {
 	}
 }
 
-// startRenewal starts the goroutine that renews the tickets (loop), once; false
-// when the Locker is closed (a Spawn refused then: no other start is
+// startRenewal starts the goroutine that renews the tickets (loop), once;
+// false when the Locker is closed (a Spawn refused then: no other start is
 // tried). It holds no lock of its own while Spawn takes the Locker's.
 func (f *Queue) startRenewal() bool {
 	if f.started.CompareAndSwap(false, true) && !f.c.Spawn(f.loop) {
