@@ -192,3 +192,35 @@ func spin(d time.Duration) {
 }
 
 var _ = context.Background
+
+// A waiter that becomes head while its Locker holds the key is not woken
+// until the key is free here (wait.Queues.LeaveAsleep): when the lock
+// handed to the waiter before it ends without a release of its own (its
+// lease lost: broken by hand), the head, which set no poll timer, must
+// still be woken, and take the key.
+func TestAsleepHeadWokenByLoss(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		l, _, table := dbtest.Locker(t, d, dblock.WithTTL(2*time.Second))
+		admin, _ := newLocker(t, d, table)
+		ctx := ctxT(t, time.Minute)
+		const key = "asleep-head"
+		held := mustLock(t)(l.Lock(ctx, key))
+		first := lockAsync(ctx, l, key)
+		waitUntil(t, "the first waiter queued", func() bool { return dblock.QueueLen(l, key) == 1 })
+		second := lockAsync(ctx, l, key)
+		waitUntil(t, "the second waiter queued", func() bool { return dblock.QueueLen(l, key) == 2 })
+		if err := held.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+		handed := mustLock(t)(first())
+		// second is head now, asleep: the key is held here.
+		if _, err := admin.ForceUnlock(ctx, key); err != nil {
+			t.Fatalf("ForceUnlock: %v", err)
+		}
+		<-handed.Done() // its heartbeat found the lease gone
+		lk := mustLock(t)(second())
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+	})
+}

@@ -24,6 +24,9 @@ type Queues[C, L any] struct {
 	// news came: a waiter that queues after the grant (its ticket insert
 	// had returned, its join not yet) finds its ticket there.
 	recent map[string][]int64
+	// asleep holds the keys whose head became head without being woken
+	// (LeaveAsleep), until WakeAsleep.
+	asleep map[string]struct{}
 	// tagOf names keys in notifications (notifier.tag); nil without them.
 	tagOf func(key string) string
 	// setOwner gives a waiter's config another owner memo.
@@ -34,7 +37,7 @@ type Queues[C, L any] struct {
 // without them); setOwner gives a waiter's config C another owner memo
 // (Finish, SetOwner).
 func New[C, L any](tagOf func(key string) string, setOwner func(c *C, owner string)) *Queues[C, L] {
-	return &Queues[C, L]{tagOf: tagOf, setOwner: setOwner}
+	return &Queues[C, L]{tagOf: tagOf, setOwner: setOwner, asleep: make(map[string]struct{})}
 }
 
 // TagOf returns key's tag in notifications; false without them.
@@ -76,6 +79,7 @@ func (w *Queues[C, L]) newQueue(key string) {
 // dropQueue forgets key's empty queue. Under w.mu.
 func (w *Queues[C, L]) dropQueue(key string) {
 	delete(w.q, key)
+	delete(w.asleep, key)
 	if w.tagOf != nil {
 		delete(w.tags, w.tagOf(key))
 	}
@@ -153,10 +157,32 @@ func (w *Queues[C, L]) JoinOrdered(key string, c C, order int64, memo string) *W
 // flight: the caller must then receive its outcome from wt.grant and leave
 // again.
 func (w *Queues[C, L]) Leave(key string, wt *Waiter[C, L]) bool {
+	left, _ := w.leave(key, wt, false)
+	return left
+}
+
+// LeaveAsleep is Leave for a waiter whose Locker holds key (it took the
+// key, or another call of the Locker holds it): the next waiter becomes
+// head without being woken, since it could do nothing but set its poll
+// timer while the key is held here; WakeAsleep wakes it once the key is
+// free here (its Locker's lease registry says when). held reports whether
+// the Locker still holds key; it is asked after the head is marked, so a
+// key freed meanwhile wakes the head at once.
+func (w *Queues[C, L]) LeaveAsleep(key string, wt *Waiter[C, L], held func() bool) bool {
+	left, marked := w.leave(key, wt, true)
+	if marked && !held() {
+		w.WakeAsleep(key)
+	}
+	return left
+}
+
+// leave is Leave; with asleep, a new head is marked asleep, not woken
+// (marked).
+func (w *Queues[C, L]) leave(key string, wt *Waiter[C, L], asleep bool) (left, marked bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if wt.state == waiterReserved {
-		return false
+		return false, false
 	}
 	q := w.q[key]
 	for i, x := range q {
@@ -166,15 +192,34 @@ func (w *Queues[C, L]) Leave(key string, wt *Waiter[C, L]) bool {
 		q = append(q[:i], q[i+1:]...)
 		if len(q) == 0 {
 			w.dropQueue(key)
-			return true
+			return true, false
 		}
 		w.q[key] = q
-		if i == 0 {
+		switch {
+		case i > 0:
+		case asleep:
+			w.asleep[key] = struct{}{}
+			return true, true
+		default:
 			Signal(q[0].Wake)
 		}
-		return true
+		return true, false
 	}
-	return true
+	return true, false
+}
+
+// WakeAsleep wakes key's head if it became head asleep (LeaveAsleep):
+// its Locker no longer holds key.
+func (w *Queues[C, L]) WakeAsleep(key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.asleep[key]; !ok {
+		return
+	}
+	delete(w.asleep, key)
+	if q := w.q[key]; len(q) > 0 {
+		Signal(q[0].Wake)
+	}
 }
 
 // Waiting reports whether key has waiters.

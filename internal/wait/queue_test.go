@@ -112,3 +112,40 @@ func TestGrantBeforeJoin(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaveAsleep: a waiter that leaves while its Locker holds the key
+// makes the next waiter head without waking it; the key coming free here
+// wakes it, once. A key freed before the head was marked wakes it at once,
+// and a plain Leave wakes the next head as before.
+func TestLeaveAsleep(t *testing.T) {
+	w := New[cfg, *int](nil, nil)
+	const key = "k"
+	first := w.Join(key, cfg{})
+	second := w.Join(key, cfg{})
+	third := w.Join(key, cfg{})
+	woken(first)
+	held := true
+	if !w.LeaveAsleep(key, first, func() bool { return held }) {
+		t.Fatal("LeaveAsleep did not leave")
+	}
+	if woken(second) || !w.IsHead(key, second) {
+		t.Fatal("the next waiter was woken while the key is held here, or is not head")
+	}
+	held = false
+	w.WakeAsleep(key)
+	if !woken(second) {
+		t.Fatal("the head that came asleep was not woken when the key came free")
+	}
+	w.WakeAsleep(key)
+	if woken(second) {
+		t.Fatal("a second WakeAsleep woke the head again")
+	}
+	// Freed before the head was marked: held() says so, and it is woken.
+	if !w.LeaveAsleep(key, second, func() bool { return false }) || !woken(third) {
+		t.Fatal("the key free already: the next head was not woken")
+	}
+	fourth := w.Join(key, cfg{})
+	if !w.Leave(key, third) || !woken(fourth) {
+		t.Fatal("a plain Leave did not wake the next head")
+	}
+}
