@@ -194,7 +194,7 @@ func spin(d time.Duration) {
 var _ = context.Background
 
 // A waiter that becomes head while its Locker holds the key is not woken
-// until the key is free here (wait.Queues.LeaveAsleep): when the lock
+// until the key is free here (wait.Queues.Leave): when the lock
 // handed to the waiter before it ends without a release of its own (its
 // lease lost: broken by hand), the head, which set no poll timer, must
 // still be woken, and take the key.

@@ -36,7 +36,7 @@ func (h *leaseHooks) Held(lk *Lock) { h.bell.KeyHeld(lk.Key(), lk.ctx) }
 
 // Freed: a key is free here again (no Lock holds it, no release of it is
 // in flight); the bells, a head of its waiters that became head asleep
-// (wait.Queues.LeaveAsleep), and the shared locks' waiters learn of it.
+// (wait.Queues.Leave), and the shared locks' waiters learn of it.
 func (h *leaseHooks) Freed(key string) {
 	h.bell.KeyFreed(key)
 	h.waits.WakeAsleep(key)

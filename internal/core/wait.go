@@ -79,15 +79,11 @@ func (e *Engine) heldElsewhere(ctx context.Context, key, owner string) (bool, in
 // on) at once, since w's caller no longer wants it.
 func (e *Engine) leaveQueue(key string, w *waiter) {
 	var unwanted *Lock
+	// The next waiter could only set its poll timer while the key is held
+	// here: it is woken once the key is free here (Freed), or by the
+	// handover or release that ends our hold; at once if not held.
 	held := func() bool { return e.leases.Holds(key) }
-	leave := func() bool { return e.waits.Leave(key, w) }
-	if held() {
-		// The next waiter could only set its poll timer while the key is
-		// held here: it is woken once the key is free here (Freed), or by
-		// the handover or release that ends our hold.
-		leave = func() bool { return e.waits.LeaveAsleep(key, w, held) }
-	}
-	for !leave() {
+	for !e.waits.Leave(key, w, held) {
 		unwanted = <-w.Grant
 	}
 	select {

@@ -25,7 +25,7 @@ type Queues[C, L any] struct {
 	// had returned, its join not yet) finds its ticket there.
 	recent map[string][]int64
 	// asleep holds the keys whose head became head without being woken
-	// (LeaveAsleep), until WakeAsleep.
+	// (Leave), until WakeAsleep.
 	asleep map[string]struct{}
 	// tagOf names keys in notifications (notifier.tag); nil without them.
 	tagOf func(key string) string
@@ -152,33 +152,25 @@ func (w *Queues[C, L]) JoinOrdered(key string, c C, order int64, memo string) *W
 	return wt
 }
 
-// Leave removes wt; if it was the head, the next waiter becomes head and is
-// woken. It reports false, and leaves wt queued, while a handover to wt is in
+// Leave removes wt; if it was the head, the next waiter becomes head. It
+// reports false, and leaves wt queued, while a handover to wt is in
 // flight: the caller must then receive its outcome from wt.grant and leave
-// again.
-func (w *Queues[C, L]) Leave(key string, wt *Waiter[C, L]) bool {
-	left, _ := w.leave(key, wt, false)
-	return left
-}
-
-// LeaveAsleep is Leave for a waiter whose Locker holds key (it took the
-// key, or another call of the Locker holds it): the next waiter becomes
-// head without being woken, since it could do nothing but set its poll
-// timer while the key is held here; WakeAsleep wakes it once the key is
-// free here (its Locker's lease registry says when). held reports whether
-// the Locker still holds key; it is asked after the head is marked, so a
+// again. The new head is woken unless held reports that its Locker holds
+// key (wt took it, or another call of the Locker holds it): it could do
+// nothing but set its poll timer while the key is held here, so it is left
+// asleep until WakeAsleep, once the key is free here (its Locker's lease
+// registry says when). held is asked after the head is marked asleep, so a
 // key freed meanwhile wakes the head at once.
-func (w *Queues[C, L]) LeaveAsleep(key string, wt *Waiter[C, L], held func() bool) bool {
-	left, marked := w.leave(key, wt, true)
+func (w *Queues[C, L]) Leave(key string, wt *Waiter[C, L], held func() bool) bool {
+	left, marked := w.leave(key, wt)
 	if marked && !held() {
 		w.WakeAsleep(key)
 	}
 	return left
 }
 
-// leave is Leave; with asleep, a new head is marked asleep, not woken
-// (marked).
-func (w *Queues[C, L]) leave(key string, wt *Waiter[C, L], asleep bool) (left, marked bool) {
+// leave is Leave up to held: a new head is marked asleep (marked).
+func (w *Queues[C, L]) leave(key string, wt *Waiter[C, L]) (left, marked bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if wt.state == waiterReserved {
@@ -195,20 +187,16 @@ func (w *Queues[C, L]) leave(key string, wt *Waiter[C, L], asleep bool) (left, m
 			return true, false
 		}
 		w.q[key] = q
-		switch {
-		case i > 0:
-		case asleep:
-			w.asleep[key] = struct{}{}
-			return true, true
-		default:
-			Signal(q[0].Wake)
+		if i > 0 {
+			return true, false
 		}
-		return true, false
+		w.asleep[key] = struct{}{}
+		return true, true
 	}
 	return true, false
 }
 
-// WakeAsleep wakes key's head if it became head asleep (LeaveAsleep):
+// WakeAsleep wakes key's head if it became head asleep (Leave):
 // its Locker no longer holds key.
 func (w *Queues[C, L]) WakeAsleep(key string) {
 	w.mu.Lock()

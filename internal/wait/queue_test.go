@@ -115,8 +115,8 @@ func TestGrantBeforeJoin(t *testing.T) {
 
 // TestLeaveAsleep: a waiter that leaves while its Locker holds the key
 // makes the next waiter head without waking it; the key coming free here
-// wakes it, once. A key freed before the head was marked wakes it at once,
-// and a plain Leave wakes the next head as before.
+// wakes it, once. A key free already (freed before the head was marked,
+// or not held at all) wakes the next head at once.
 func TestLeaveAsleep(t *testing.T) {
 	w := New[cfg, *int](nil, nil)
 	const key = "k"
@@ -125,8 +125,8 @@ func TestLeaveAsleep(t *testing.T) {
 	third := w.Join(key, cfg{})
 	woken(first)
 	held := true
-	if !w.LeaveAsleep(key, first, func() bool { return held }) {
-		t.Fatal("LeaveAsleep did not leave")
+	if !w.Leave(key, first, func() bool { return held }) {
+		t.Fatal("Leave did not leave")
 	}
 	if woken(second) || !w.IsHead(key, second) {
 		t.Fatal("the next waiter was woken while the key is held here, or is not head")
@@ -141,11 +141,11 @@ func TestLeaveAsleep(t *testing.T) {
 		t.Fatal("a second WakeAsleep woke the head again")
 	}
 	// Freed before the head was marked: held() says so, and it is woken.
-	if !w.LeaveAsleep(key, second, func() bool { return false }) || !woken(third) {
+	if !w.Leave(key, second, func() bool { return false }) || !woken(third) {
 		t.Fatal("the key free already: the next head was not woken")
 	}
 	fourth := w.Join(key, cfg{})
-	if !w.Leave(key, third) || !woken(fourth) {
-		t.Fatal("a plain Leave did not wake the next head")
+	if !w.Leave(key, third, func() bool { return held }) || !woken(fourth) {
+		t.Fatal("the key not held here: Leave did not wake the next head")
 	}
 }
