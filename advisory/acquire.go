@@ -196,7 +196,7 @@ func (l *Locker) waitOn(ctx context.Context, s *session, m mode, arg any) (bool,
 func (l *Locker) cleanup(s *session, m mode, arg any, granted bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
 	defer cancel()
-	v, err := s.queryInt(ctx, l.d.unlockSQL(m), arg)
+	v, err := s.unlock(ctx, l.d, m, arg)
 	if err != nil {
 		l.log.Debug("advisory: cleanup after an interrupted wait failed; ending the session", "session", s.id, "err", err)
 		l.kill(s)

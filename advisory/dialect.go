@@ -45,6 +45,10 @@ type dialect interface {
 	waitExecSQL(m mode) string
 	// unlockSQL releases one hold taken by this session.
 	unlockSQL(m mode) string
+	// unlockExecSQL is unlockSQL run as an exec, whose row count (1 or 0)
+	// says whether a hold was released; "" where the driver reports no row
+	// count for a SELECT (go-sql-driver).
+	unlockExecSQL(m mode) string
 	// interruptSQL ends the statement session id is running, from another
 	// session; terminateSQL ends the session.
 	interruptSQL(id int64) (string, []any)

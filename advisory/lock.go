@@ -96,7 +96,7 @@ func (k *Lock) release(ctx context.Context, cause error) error {
 	defer k.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), controlTimeout)
 	defer cancel()
-	v, err := k.s.queryInt(ctx, k.l.d.unlockSQL(k.m), k.arg)
+	v, err := k.s.unlock(ctx, k.l.d, k.m, k.arg)
 	if err != nil {
 		k.l.kill(k.s)
 		return fmt.Errorf("advisory: unlock %q: %w (session ended)", k.key, err)

@@ -24,13 +24,14 @@ func (mysql) check(m mode) error {
 	return nil
 }
 
-func (mysql) arg(key string) any      { return LockName(key) }
-func (mysql) sessionIDSQL() string    { return `SELECT CONNECTION_ID()` }
-func (mysql) trySQL(mode) string      { return `SELECT GET_LOCK(?, 0)` }
-func (mysql) waitSQL(mode) string     { return `SELECT GET_LOCK(?, ?)` }
-func (mysql) waitArgs(arg any) []any  { return []any{arg, myMaxWait} }
-func (mysql) waitExecSQL(mode) string { return "" }
-func (mysql) unlockSQL(mode) string   { return `SELECT RELEASE_LOCK(?)` }
+func (mysql) arg(key string) any        { return LockName(key) }
+func (mysql) sessionIDSQL() string      { return `SELECT CONNECTION_ID()` }
+func (mysql) trySQL(mode) string        { return `SELECT GET_LOCK(?, 0)` }
+func (mysql) waitSQL(mode) string       { return `SELECT GET_LOCK(?, ?)` }
+func (mysql) waitArgs(arg any) []any    { return []any{arg, myMaxWait} }
+func (mysql) waitExecSQL(mode) string   { return "" }
+func (mysql) unlockSQL(mode) string     { return `SELECT RELEASE_LOCK(?)` }
+func (mysql) unlockExecSQL(mode) string { return "" }
 
 // KILL takes no placeholder; id is an integer the server gave us.
 func (mysql) interruptSQL(id int64) (string, []any) {

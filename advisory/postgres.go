@@ -37,6 +37,16 @@ var pgUnlock = [...]string{
 	shared:    `SELECT pg_advisory_unlock_shared($1)::int`,
 }
 
+// pgUnlockExec's statements are a session's releases, run as an exec: the
+// one-time filter keeps the row only when the function released a hold, so
+// the reply's row count ("SELECT 1" or "SELECT 0") says what unlockSQL's
+// row would, with no row description or row to decode (and at the
+// caller's end of a handoff, the holder's release is on the critical path).
+var pgUnlockExec = [...]string{
+	exclusive: `SELECT 1 WHERE pg_advisory_unlock($1)`,
+	shared:    `SELECT 1 WHERE pg_advisory_unlock_shared($1)`,
+}
+
 func (postgres) check(mode) error       { return nil }
 func (postgres) arg(key string) any     { return KeyID(key) }
 func (postgres) sessionIDSQL() string   { return `SELECT pg_backend_pid()` }
@@ -50,6 +60,12 @@ func (postgres) waitExecSQL(m mode) string {
 	return pgWaitExec[m]
 }
 func (postgres) unlockSQL(m mode) string { return pgUnlock[m] }
+func (postgres) unlockExecSQL(m mode) string {
+	if m == xact {
+		return ""
+	}
+	return pgUnlockExec[m]
+}
 func (postgres) interruptSQL(id int64) (string, []any) {
 	return `SELECT pg_cancel_backend($1)`, []any{id}
 }

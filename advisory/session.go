@@ -106,9 +106,20 @@ func (s *session) namedValues(args []any) ([]driver.NamedValue, error) {
 
 // execOK runs query as an exec and returns 1 when it succeeds: for a
 // statement whose success is its answer (a wait that returns only once
-// the lock is taken). It calls the driver directly where it can, as
-// queryInt does.
-func (s *session) execOK(ctx context.Context, query string, args ...any) (v int64, err error) {
+// the lock is taken).
+func (s *session) execOK(ctx context.Context, query string, args ...any) (int64, error) {
+	if _, err := s.execCount(ctx, query, args...); err != nil {
+		return 0, err
+	}
+	return 1, nil
+}
+
+// execCount runs query as an exec and returns the rows it reports: with
+// pgx, a SELECT's row count (its command tag), for a statement whose row
+// count is its answer, with no row description or row to decode. It calls
+// the driver directly where it can, as queryInt does.
+func (s *session) execCount(ctx context.Context, query string, args ...any) (int64, error) {
+	var res driver.Result
 	rerr := s.conn.Raw(func(dc any) error {
 		ec, ok := dc.(driver.ExecerContext)
 		if !ok || s.prepare {
@@ -118,19 +129,28 @@ func (s *session) execOK(ctx context.Context, query string, args ...any) (v int6
 		if err != nil {
 			return err
 		}
-		_, err = ec.ExecContext(ctx, query, nv)
+		res, err = ec.ExecContext(ctx, query, nv)
 		if errors.Is(err, driver.ErrSkip) {
 			return errNoDriverPath
 		}
 		return err
 	})
 	if rerr == errNoDriverPath {
-		_, rerr = s.conn.ExecContext(ctx, query, args...)
+		res, rerr = s.conn.ExecContext(ctx, query, args...)
 	}
 	if rerr != nil {
 		return 0, rerr
 	}
-	return 1, nil
+	return res.RowsAffected()
+}
+
+// unlock releases one hold of arg in mode m taken by s: 1 when it did, 0
+// when s held none.
+func (s *session) unlock(ctx context.Context, d dialect, m mode, arg any) (int64, error) {
+	if q := d.unlockExecSQL(m); q != "" {
+		return s.execCount(ctx, q, arg)
+	}
+	return s.queryInt(ctx, d.unlockSQL(m), arg)
 }
 
 // driverQuery runs query on the driver connection dc: directly when the
