@@ -32,11 +32,11 @@ const DefaultHistoryRetention = 7 * 24 * time.Hour
 // token (LAST_INSERT_ID), so there each acquisition reads its token back:
 // one more statement per acquisition, and every process that uses the
 // table must run this version or a later one before the history is
-// turned on (an older one cannot tell that it took a key). Migrate
-// refuses WithHistory with ErrInvalidOption on TiDB and in portable mode
-// (which a Galera cluster, CockroachDB and YugabyteDB always run), which
-// run no triggers; the table (<table>_history) is created there too and
-// reads empty. Users of golang-migrate or goose apply
+// turned on (an older one cannot tell that it took a key). Portable mode
+// keeps it. Migrate refuses WithHistory with ErrInvalidOption on TiDB (no
+// triggers) and the other distributed engines (Galera, CockroachDB,
+// YugabyteDB: none installed); the table (<table>_history) is created
+// there too and reads empty. Users of golang-migrate or goose apply
 // schema/history/<dialect>.sql after the versioned files (and
 // <dialect>_off.sql to turn it off again).
 func WithHistory() Option {

@@ -12,14 +12,14 @@ import (
 	"github.com/dblockhq/dblock/internal/dbtest"
 )
 
-// historyTable migrates a fresh table with its history on, or returns
-// false on TiDB, which runs no triggers, after checking that Migrate
-// refuses.
-func historyTable(t *testing.T, d dblock.Dialect) (string, bool) {
+// historyTable migrates a fresh table with its history on (in mode: none,
+// or WithPortable), or returns false on TiDB, which runs no triggers,
+// after checking that Migrate refuses.
+func historyTable(t *testing.T, d dblock.Dialect, mode ...dblock.Option) (string, bool) {
 	t.Helper()
 	db := dbtest.Open(t, d)
-	table := dbtest.Table(t, db, d)
-	err := dblock.Migrate(ctxT(t, 30*time.Second), db, dblock.WithTable(table), dblock.WithDialect(d), dblock.WithHistory())
+	table := dbtest.Table(t, db, d, mode...)
+	err := dblock.Migrate(ctxT(t, 30*time.Second), db, append([]dblock.Option{dblock.WithTable(table), dblock.WithDialect(d), dblock.WithHistory()}, mode...)...)
 	if d == dblock.MySQL && dbtest.Engine(t, db, d).Distributed() {
 		if !errors.Is(err, dblock.ErrInvalidOption) {
 			t.Fatalf("Migrate WithHistory without triggers = %v, want ErrInvalidOption", err)
@@ -54,85 +54,95 @@ func events(t *testing.T, l *dblock.Locker, key string) []string {
 }
 
 func TestHistory(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
-		table, on := historyTable(t, d)
-		if !on {
-			return
-		}
-		a, _ := newLocker(t, d, table)
-		b, _ := newLocker(t, d, table, dblock.WithTTL(dblock.MinTTL))
-		ctx := ctxT(t, 60*time.Second)
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) { testHistory(t, d) })
+}
 
-		// Acquire, re-enter, release one level, then the last.
-		lk := mustLock(t)(a.Lock(ctx, "k", dblock.Owner("alice")))
-		again := mustLock(t)(a.TryLock(ctx, "k", dblock.Owner("alice")))
-		if err := again.Unlock(ctx); err != nil {
+// TestHistoryPortable: portable mode (plain SQL: PostgreSQL's statements
+// differ there) keeps the history where the server runs its triggers.
+func TestHistoryPortable(t *testing.T) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) { testHistory(t, d, dblock.WithPortable()) })
+}
+
+// testHistory drives every kind of event through Lockers in mode and
+// reads them back in order.
+func testHistory(t *testing.T, d dblock.Dialect, mode ...dblock.Option) {
+	table, on := historyTable(t, d, mode...)
+	if !on {
+		return
+	}
+	a, _ := newLocker(t, d, table, mode...)
+	b, _ := newLocker(t, d, table, append([]dblock.Option{dblock.WithTTL(dblock.MinTTL)}, mode...)...)
+	ctx := ctxT(t, 60*time.Second)
+
+	// Acquire, re-enter, release one level, then the last.
+	lk := mustLock(t)(a.Lock(ctx, "k", dblock.Owner("alice")))
+	again := mustLock(t)(a.TryLock(ctx, "k", dblock.Owner("alice")))
+	if err := again.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t1 := lk.Token()
+	want := []string{
+		fmt.Sprintf("acquired %d 1", t1), fmt.Sprintf("reentered %d 2", t1),
+		fmt.Sprintf("released %d 1 one level", t1), fmt.Sprintf("released %d 0", t1),
+	}
+	if got := events(t, a, "k"); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("history\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	// A lease that runs out, found by the next owner.
+	dblock.FailRenewals(b, errors.New("renewals cut by the test"))
+	short := mustLock(t)(b.Lock(ctx, "k"))
+	next := mustLock(t)(a.Lock(ctx, "k")) // waits until the lease ran out
+	<-short.Done()
+	want = append(want, fmt.Sprintf("acquired %d 1", short.Token()),
+		fmt.Sprintf("lost %d 0 lease ran out; taken by the next owner", short.Token()),
+		fmt.Sprintf("acquired %d 1", next.Token()))
+
+	// Broken by hand.
+	if _, err := a.ForceUnlock(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	got := events(t, a, "k")
+	if len(got) != len(want)+1 || strings.Join(got[:len(want)], "|") != strings.Join(want, "|") ||
+		!strings.HasPrefix(got[len(want)], fmt.Sprintf("force-unlocked %d 0 by ", next.Token())) {
+		t.Fatalf("history\n%s\nwant\n%s\nthen force-unlocked", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	// Handed over to a waiter of the same Locker, in one statement.
+	h := mustLock(t)(a.Lock(ctx, "h"))
+	got2 := make(chan *dblock.Lock, 1)
+	go func() {
+		lk, err := a.Lock(ctx, "h")
+		if err != nil {
+			t.Error(err)
+		}
+		got2 <- lk
+	}()
+	awaitStats(t, a, 1)
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h2 := <-got2
+	want = []string{fmt.Sprintf("acquired %d 1", h.Token()), fmt.Sprintf("released %d 0 handed over", h.Token()),
+		fmt.Sprintf("acquired %d 1 handed over", h2.Token())}
+	if got := events(t, a, "h"); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("history of a handover\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	// A lease that ran out and was reaped.
+	mustLock(t)(b.Lock(ctx, "r"))
+	for len(events(t, a, "r")) < 2 {
+		if _, err := a.Reap(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := lk.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t1 := lk.Token()
-		want := []string{
-			fmt.Sprintf("acquired %d 1", t1), fmt.Sprintf("reentered %d 2", t1),
-			fmt.Sprintf("released %d 1 one level", t1), fmt.Sprintf("released %d 0", t1),
-		}
-		if got := events(t, a, "k"); strings.Join(got, "|") != strings.Join(want, "|") {
-			t.Fatalf("history\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-		}
-
-		// A lease that runs out, found by the next owner.
-		dblock.FailRenewals(b, errors.New("renewals cut by the test"))
-		short := mustLock(t)(b.Lock(ctx, "k"))
-		next := mustLock(t)(a.Lock(ctx, "k")) // waits until the lease ran out
-		<-short.Done()
-		want = append(want, fmt.Sprintf("acquired %d 1", short.Token()),
-			fmt.Sprintf("lost %d 0 lease ran out; taken by the next owner", short.Token()),
-			fmt.Sprintf("acquired %d 1", next.Token()))
-
-		// Broken by hand.
-		if _, err := a.ForceUnlock(ctx, "k"); err != nil {
-			t.Fatal(err)
-		}
-		got := events(t, a, "k")
-		if len(got) != len(want)+1 || strings.Join(got[:len(want)], "|") != strings.Join(want, "|") ||
-			!strings.HasPrefix(got[len(want)], fmt.Sprintf("force-unlocked %d 0 by ", next.Token())) {
-			t.Fatalf("history\n%s\nwant\n%s\nthen force-unlocked", strings.Join(got, "\n"), strings.Join(want, "\n"))
-		}
-
-		// Handed over to a waiter of the same Locker, in one statement.
-		h := mustLock(t)(a.Lock(ctx, "h"))
-		got2 := make(chan *dblock.Lock, 1)
-		go func() {
-			lk, err := a.Lock(ctx, "h")
-			if err != nil {
-				t.Error(err)
-			}
-			got2 <- lk
-		}()
-		awaitStats(t, a, 1)
-		if err := h.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
-		h2 := <-got2
-		want = []string{fmt.Sprintf("acquired %d 1", h.Token()), fmt.Sprintf("released %d 0 handed over", h.Token()),
-			fmt.Sprintf("acquired %d 1 handed over", h2.Token())}
-		if got := events(t, a, "h"); strings.Join(got, "|") != strings.Join(want, "|") {
-			t.Fatalf("history of a handover\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-		}
-
-		// A lease that ran out and was reaped.
-		mustLock(t)(b.Lock(ctx, "r"))
-		for len(events(t, a, "r")) < 2 {
-			if _, err := a.Reap(ctx); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(10 * time.Millisecond) // until the lease ran out by the database's clock
-		}
-		if got := events(t, a, "r"); len(got) != 2 || !strings.HasPrefix(got[1], "lost ") || !strings.HasSuffix(got[1], "lease ran out; reaped") {
-			t.Fatalf("history of r: %q, want acquired then lost, reaped", got)
-		}
-	})
+		time.Sleep(10 * time.Millisecond) // until the lease ran out by the database's clock
+	}
+	if got := events(t, a, "r"); len(got) != 2 || !strings.HasPrefix(got[1], "lost ") || !strings.HasSuffix(got[1], "lease ran out; reaped") {
+		t.Fatalf("history of r: %q, want acquired then lost, reaped", got)
+	}
 }
 
 // TestHistoryOff: a table migrated without WithHistory records nothing,
@@ -235,116 +245,126 @@ func testHistoryLeastPrivilege(t *testing.T, d dblock.Dialect) {
 // MySQL and MariaDB a statement that fires the history's triggers reports
 // LAST_INSERT_ID 0 in its OK packet, so each way reads its token back.
 func TestHistoryTokens(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
-		table, on := historyTable(t, d)
-		if !on {
-			return
-		}
-		a, db := newLocker(t, d, table, dblock.WithFIFO())
-		b, _ := newLocker(t, d, table, dblock.WithFIFO())
-		ctx := ctxT(t, 60*time.Second)
-		got := map[string][]int64{} // key: the tokens of its acquisitions, in order
-		note := func(what, key string, token int64) {
-			t.Helper()
-			if token <= 0 {
-				t.Fatalf("%s of %q reported token %d", what, key, token)
-			}
-			got[key] = append(got[key], token)
-		}
-		unlock := func(lk *dblock.Lock) {
-			t.Helper()
-			if err := lk.Unlock(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) { testHistoryTokens(t, d) })
+}
 
-		// A new row, a released row taken in place, a re-entry.
-		lk := mustLock(t)(a.Lock(ctx, "t", dblock.Owner("o")))
-		note("new row", "t", lk.Token())
-		unlock(lk)
-		lk = mustLock(t)(a.Lock(ctx, "t", dblock.Owner("o")))
-		note("take in place", "t", lk.Token())
-		again := mustLock(t)(a.TryLock(ctx, "t", dblock.Owner("o")))
-		if again.Token() != lk.Token() {
-			t.Fatalf("re-entry reported token %d, want %d", again.Token(), lk.Token())
-		}
-		unlock(again)
-		unlock(lk)
+// TestHistoryTokensPortable: TestHistoryTokens in portable mode, where
+// FIFO waiters take their turns themselves (no grants in the release).
+func TestHistoryTokensPortable(t *testing.T) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) { testHistoryTokens(t, d, dblock.WithPortable()) })
+}
 
-		// Takes in place of a row this Locker released (by the token it
-		// left there, where triggers hide the drawn one), also after
-		// another Locker's take made that token stale.
-		for i := range 5 {
-			l := a
-			if i == 2 {
-				l = b
-			}
-			c := mustLock(t)(l.TryLock(ctx, "c"))
-			note("cycle", "c", c.Token())
-			unlock(c)
+// testHistoryTokens takes keys every way there is through Lockers in mode
+// and checks each reported token against the history.
+func testHistoryTokens(t *testing.T, d dblock.Dialect, mode ...dblock.Option) {
+	table, on := historyTable(t, d, mode...)
+	if !on {
+		return
+	}
+	a, db := newLocker(t, d, table, append([]dblock.Option{dblock.WithFIFO()}, mode...)...)
+	b, _ := newLocker(t, d, table, append([]dblock.Option{dblock.WithFIFO()}, mode...)...)
+	ctx := ctxT(t, 60*time.Second)
+	got := map[string][]int64{} // key: the tokens of its acquisitions, in order
+	note := func(what, key string, token int64) {
+		t.Helper()
+		if token <= 0 {
+			t.Fatalf("%s of %q reported token %d", what, key, token)
 		}
+		got[key] = append(got[key], token)
+	}
+	unlock := func(lk *dblock.Lock) {
+		t.Helper()
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 
-		// Permits of a semaphore.
-		s, err := dblock.NewSemaphore(a, "s", 2)
+	// A new row, a released row taken in place, a re-entry.
+	lk := mustLock(t)(a.Lock(ctx, "t", dblock.Owner("o")))
+	note("new row", "t", lk.Token())
+	unlock(lk)
+	lk = mustLock(t)(a.Lock(ctx, "t", dblock.Owner("o")))
+	note("take in place", "t", lk.Token())
+	again := mustLock(t)(a.TryLock(ctx, "t", dblock.Owner("o")))
+	if again.Token() != lk.Token() {
+		t.Fatalf("re-entry reported token %d, want %d", again.Token(), lk.Token())
+	}
+	unlock(again)
+	unlock(lk)
+
+	// Takes in place of a row this Locker released (by the token it
+	// left there, where triggers hide the drawn one), also after
+	// another Locker's take made that token stale.
+	for i := range 5 {
+		l := a
+		if i == 2 {
+			l = b
+		}
+		c := mustLock(t)(l.TryLock(ctx, "c"))
+		note("cycle", "c", c.Token())
+		unlock(c)
+	}
+
+	// Permits of a semaphore.
+	s, err := dblock.NewSemaphore(a, "s", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		p, err := s.Acquire(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for range 2 {
-			p, err := s.Acquire(ctx)
+		note("permit", p.Key(), p.Token())
+		defer p.Release(ctx) //nolint:errcheck // the test's end
+	}
+
+	// FIFO grants in the release: to a waiter of the releasing Locker,
+	// then to one of another Locker.
+	for _, w := range []*dblock.Locker{a, b} {
+		h := mustLock(t)(a.Lock(ctx, "f"))
+		note("FIFO take", "f", h.Token())
+		granted := make(chan *dblock.Lock, 1)
+		go func() {
+			lk, err := w.Lock(ctx, "f")
 			if err != nil {
-				t.Fatal(err)
+				t.Error(err)
 			}
-			note("permit", p.Key(), p.Token())
-			defer p.Release(ctx) //nolint:errcheck // the test's end
+			granted <- lk
+		}()
+		awaitStats(t, w, 1)
+		unlock(h)
+		g := <-granted
+		if g == nil {
+			t.FailNow()
 		}
+		note("FIFO grant", "f", g.Token())
+		unlock(g)
+	}
 
-		// FIFO grants in the release: to a waiter of the releasing Locker,
-		// then to one of another Locker.
-		for _, w := range []*dblock.Locker{a, b} {
-			h := mustLock(t)(a.Lock(ctx, "f"))
-			note("FIFO take", "f", h.Token())
-			granted := make(chan *dblock.Lock, 1)
-			go func() {
-				lk, err := w.Lock(ctx, "f")
-				if err != nil {
-					t.Error(err)
-				}
-				granted <- lk
-			}()
-			awaitStats(t, w, 1)
-			unlock(h)
-			g := <-granted
-			if g == nil {
-				t.FailNow()
-			}
-			note("FIFO grant", "f", g.Token())
-			unlock(g)
-		}
-
-		// A transaction's lock (a server's): above the last lease's token.
-		x := mustLock(t)(a.Lock(ctx, "x"))
-		unlock(x)
-		note("lease", "x", x.Token())
-		if d == dblock.SQLite {
-			checkAcquired(t, a, got)
-			return
-		}
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tl, err := a.LockTx(ctx, tx, "x")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if tl.Token() <= x.Token() {
-			t.Fatalf("LockTx reported token %d after a lease's %d", tl.Token(), x.Token())
-		}
-		if err := tx.Commit(); err != nil {
-			t.Fatal(err)
-		}
+	// A transaction's lock (a server's): above the last lease's token.
+	x := mustLock(t)(a.Lock(ctx, "x"))
+	unlock(x)
+	note("lease", "x", x.Token())
+	if d == dblock.SQLite {
 		checkAcquired(t, a, got)
-	})
+		return
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := a.LockTx(ctx, tx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tl.Token() <= x.Token() {
+		t.Fatalf("LockTx reported token %d after a lease's %d", tl.Token(), x.Token())
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	checkAcquired(t, a, got)
 }
 
 // checkAcquired checks that the history's acquisitions of each key of got
@@ -366,19 +386,6 @@ func checkAcquired(t *testing.T, l *dblock.Locker, got map[string][]int64) {
 			t.Errorf("%q: the history's acquisitions have tokens %v, the calls reported %v", key, acquired, want)
 		}
 	}
-}
-
-// TestHistoryPortableRefused: in portable mode, which leaves triggers out,
-// Migrate refuses WithHistory and says why.
-func TestHistoryPortableRefused(t *testing.T) {
-	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
-		db := dbtest.Open(t, d)
-		table := dbtest.Table(t, db, d, dblock.WithPortable())
-		err := dblock.Migrate(ctxT(t, 30*time.Second), db, dblock.WithTable(table), dblock.WithDialect(d), dblock.WithPortable(), dblock.WithHistory())
-		if !errors.Is(err, dblock.ErrInvalidOption) || !strings.Contains(err.Error(), "triggers") {
-			t.Fatalf("Migrate WithPortable WithHistory = %v, want ErrInvalidOption saying why (no triggers)", err)
-		}
-	})
 }
 
 // TestHistoryCycleStatements: with the history on, a TryLock and Unlock of

@@ -72,7 +72,7 @@ func Migrate(ctx context.Context, db *sql.DB, opts ...Option) (err error) {
 		return err
 	}
 	if c.history {
-		if err := migrate.InstallHistory(ctx, conn, d, engine, portable, c.table); err != nil {
+		if err := migrate.InstallHistory(ctx, conn, d, engine, c.table); err != nil {
 			return err
 		}
 		c.logger.Info("dblock: history on", "table", c.table)

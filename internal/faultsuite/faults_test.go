@@ -160,7 +160,7 @@ func newRunOn(t *testing.T, d dblock.Dialect, db *sql.DB, dsn string, nodes []no
 		t.Log("FIFO mode (WithFIFO): waiters in ticket order across processes")
 	}
 	table := dbtest.Table(t, db, d, mode...)
-	history := historyOn(d, portable, dsn, len(nodes) > 0 || dbtest.Engine(t, db, d).Distributed())
+	history := historyOn(d, dsn, len(nodes) > 0 || dbtest.Engine(t, db, d).Distributed())
 	if history {
 		hctx, hcancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err := dblock.Migrate(hctx, db, append([]dblock.Option{dblock.WithTable(table), dblock.WithDialect(d), dblock.WithHistory()}, mode...)...)

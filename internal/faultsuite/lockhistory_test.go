@@ -8,19 +8,19 @@ import (
 )
 
 // The table's own history (dblock.WithHistory) is on where the engine
-// runs its triggers (PostgreSQL, MySQL and MariaDB, not in portable mode):
+// runs its triggers (PostgreSQL, MySQL and MariaDB, in portable mode too):
 // checkLockHistory holds it against the workers' log.
 
 // historyOn reports whether the run's table records its history: on
-// PostgreSQL, MySQL and MariaDB, not in portable mode; not on TiDB, which
+// PostgreSQL, MySQL and MariaDB, in portable mode too; not on TiDB, which
 // runs no triggers, nor on a cluster (many: a Galera cluster, which may
 // lose acknowledged commits, see docs/engines.md); and not in the failover
 // suite (dsn set), where a promoted standby may lack what the old primary
 // committed last and acknowledged without waiting for it (asynchronous
 // standbys, and releases, which commit without waiting for the WAL
 // flush).
-func historyOn(d dblock.Dialect, portable bool, dsn string, many bool) bool {
-	return d != dblock.SQLite && !portable && dsn == "" && !many
+func historyOn(d dblock.Dialect, dsn string, many bool) bool {
+	return d != dblock.SQLite && dsn == "" && !many
 }
 
 // checkLockHistory reads the table's history and checks it against what

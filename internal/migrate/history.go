@@ -13,15 +13,16 @@ import (
 
 // InstallHistory runs schema/history/<dialect>.sql for table on conn
 // (dblock.WithHistory), or says, with an error wrapping
-// dberr.ErrInvalidOption, why the engine cannot have the history.
-func InstallHistory(ctx context.Context, conn *sql.Conn, d dialect.Dialect, engine dialect.Engine, portable bool, table string) error {
+// dberr.ErrInvalidOption, why the engine cannot have the history. The
+// history's triggers stand apart from the lock statements, so portable
+// mode on a single server (PostgreSQL, MySQL, MariaDB) has them too: it
+// leaves out only the fence's trigger, which the reaper stands in for.
+func InstallHistory(ctx context.Context, conn *sql.Conn, d dialect.Dialect, engine dialect.Engine, table string) error {
 	switch {
 	case engine == dialect.EngineTiDB:
 		return fmt.Errorf("%w: WithHistory: the history is written by triggers, which TiDB does not run", dberr.ErrInvalidOption)
 	case engine.Distributed():
-		return fmt.Errorf("%w: WithHistory: the history is written by triggers, which portable mode leaves out, and dblock runs %s in portable mode", dberr.ErrInvalidOption, engine)
-	case portable:
-		return fmt.Errorf("%w: WithHistory: the history is written by triggers, which portable mode (WithPortable) leaves out", dberr.ErrInvalidOption)
+		return fmt.Errorf("%w: WithHistory: the history is written by triggers, which dblock installs on a single server (PostgreSQL, MySQL, MariaDB, SQLite), not on %s", dberr.ErrInvalidOption, engine)
 	}
 	text, err := fs.ReadFile(schema.FS, "history/"+d.Name()+".sql")
 	if err != nil {
