@@ -108,17 +108,26 @@ func (s *session) namedValues(args []any) ([]driver.NamedValue, error) {
 // statement whose success is its answer (a wait that returns only once
 // the lock is taken).
 func (s *session) execOK(ctx context.Context, query string, args ...any) (int64, error) {
-	if _, err := s.execCount(ctx, query, args...); err != nil {
+	if _, err := s.exec(ctx, query, args...); err != nil {
 		return 0, err
 	}
 	return 1, nil
 }
 
 // execCount runs query as an exec and returns the rows it reports: with
-// pgx, a SELECT's row count (its command tag), for a statement whose row
-// count is its answer, with no row description or row to decode. It calls
-// the driver directly where it can, as queryInt does.
+// pgx and lib/pq, a SELECT's row count (its command tag), for a statement
+// whose row count is its answer, with no row description or row to decode.
 func (s *session) execCount(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := s.exec(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// exec runs query as an exec, calling the driver directly where it can, as
+// queryInt does.
+func (s *session) exec(ctx context.Context, query string, args ...any) (driver.Result, error) {
 	var res driver.Result
 	rerr := s.conn.Raw(func(dc any) error {
 		ec, ok := dc.(driver.ExecerContext)
@@ -138,10 +147,7 @@ func (s *session) execCount(ctx context.Context, query string, args ...any) (int
 	if rerr == errNoDriverPath {
 		res, rerr = s.conn.ExecContext(ctx, query, args...)
 	}
-	if rerr != nil {
-		return 0, rerr
-	}
-	return res.RowsAffected()
+	return res, rerr
 }
 
 // unlock releases one hold of arg in mode m taken by s: 1 when it did, 0
