@@ -29,7 +29,7 @@ func cmdHistory(ctx context.Context, a *app, args []string) error {
 	c := addCommon(fs)
 	asJSON := fs.Bool("json", false, "print a JSON array")
 	since := fs.Duration("since", 0, "only the events of this last stretch of time (default: all kept)")
-	limit := fs.Int("limit", 1000, "at most this many events, the oldest first (0: all)")
+	limit := fs.Int("limit", 1000, "at most this many events, the oldest first (0: all); stderr says when more were left out")
 	if err := a.parseFlags(fs, "dblock history [KEY] [--since D] [--limit N] [--json] [--dsn DSN] [--table NAME]", args); err != nil {
 		return err
 	}
@@ -48,9 +48,17 @@ func cmdHistory(ctx context.Context, a *app, args []string) error {
 	if *since > 0 {
 		from = time.Now().Add(-*since)
 	}
-	hs, err := l.History(ctx, fs.Arg(0), from, *limit)
+	ask := *limit
+	if ask > 0 {
+		ask++ // one more says whether --limit left events out
+	}
+	hs, err := l.History(ctx, fs.Arg(0), from, ask)
 	if err != nil {
 		return err
+	}
+	if *limit > 0 && len(hs) > *limit {
+		hs = hs[:*limit]
+		fmt.Fprintf(a.stderr, "dblock history: the oldest %d events shown, and there are more events: narrow with --since, or raise --limit (0: all)\n", *limit)
 	}
 	if *asJSON {
 		out := make([]historyJSON, 0, len(hs))

@@ -47,6 +47,19 @@ func TestHistoryCommand(t *testing.T) {
 		if r.code != 0 || len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "TIME KEY EVENT OWNER TOKEN DEPTH HELD DETAIL" {
 			t.Fatalf("history: status %d, stdout %q", r.code, r.stdout)
 		}
+		// More events than --limit: the oldest are printed, and stderr
+		// says that more were left out (stdout stays the events alone).
+		r = cli(t, join("history", "--limit", "1", "--json", flags, "job")...)
+		got = nil
+		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || r.code != 0 || len(got) != 1 || got[0].Event != "acquired" {
+			t.Fatalf("history --limit 1 --json: status %d, %v, stdout %q", r.code, err, r.stdout)
+		}
+		if !strings.Contains(r.stderr, "more events") || !strings.Contains(r.stderr, "--since") {
+			t.Fatalf("history --limit 1: stderr %q, want a note that more events were left out", r.stderr)
+		}
+		if r = cli(t, join("history", "--limit", "2", flags, "job")...); r.code != 0 || r.stderr != "" {
+			t.Fatalf("history --limit 2 (all of them): status %d, stderr %q, want no note", r.code, r.stderr)
+		}
 		if r := cli(t, join("history", "--since", "-1s", flags)...); r.code != exitUsage {
 			t.Errorf("history --since -1s: status %d, want %d", r.code, exitUsage)
 		}
