@@ -134,12 +134,13 @@ func get(t *testing.T, c *http.Client, url string) (string, *http.Response) {
 }
 
 // historyLocker returns a Locker on a fresh table of d with its history on
-// (where d has one: not MySQL).
-func historyLocker(t *testing.T, d dblock.Dialect) *dblock.Locker {
+// where the engine has one (not TiDB), and whether it has.
+func historyLocker(t *testing.T, d dblock.Dialect) (*dblock.Locker, bool) {
 	t.Helper()
 	db := dbtest.Open(t, d)
 	var opts []dblock.Option
-	if d != dblock.MySQL {
+	on := d != dblock.MySQL || !dbtest.Engine(t, db, d).Distributed()
+	if on {
 		opts = append(opts, dblock.WithHistory())
 	}
 	table := dbtest.Table(t, db, d, opts...)
@@ -148,7 +149,7 @@ func historyLocker(t *testing.T, d dblock.Dialect) *dblock.Locker {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
-	return l
+	return l, on
 }
 
 // getJSON decodes GET path into v, checking the status.
@@ -187,4 +188,12 @@ func post(t *testing.T, srv *httptest.Server, key, origin, site string, token ..
 	defer r.Body.Close()
 	body, _ := io.ReadAll(r.Body)
 	return r.StatusCode, string(body)
+}
+
+// setHistoryLimit sets how many events the history endpoint answers, and
+// returns what puts it back.
+func setHistoryLimit(n int) func() {
+	old := historyLimit
+	historyLimit = n
+	return func() { historyLimit = old }
 }

@@ -13,8 +13,11 @@ import (
 const (
 	defaultSince = time.Hour
 	maxSince     = 7 * 24 * time.Hour
-	historyLimit = 5000
 )
+
+// historyLimit is how many events of a key the page gets at most, the
+// oldest of its stretch (a variable for the tests).
+var historyLimit = 5000
 
 // historyJSON answers GET history?key=K&since=D: the key's events of the
 // last D (default an hour), oldest first, for the page's timeline. On is
@@ -27,7 +30,10 @@ type historyJSON struct {
 	Now     time.Time      `json:"now"`
 	Events  []historyEvent `json:"events"`
 	NoTable bool           `json:"no_table,omitempty"` // the table has no history table (schema older than 6)
-	Error   string         `json:"error,omitempty"`
+	// Truncated says that the stretch has more events than historyLimit:
+	// Events holds its oldest.
+	Truncated bool   `json:"truncated,omitempty"`
+	Error     string `json:"error,omitempty"`
 }
 
 type historyEvent struct {
@@ -58,7 +64,10 @@ func (h *handler) history(w http.ResponseWriter, r *http.Request) {
 	}
 	now := time.Now().UTC()
 	out := historyJSON{Key: key, What: dblock.Describe(key).String(), From: now.Add(-since), Now: now, Events: []historyEvent{}}
-	hs, err := h.l.History(r.Context(), key, out.From, historyLimit)
+	hs, err := h.l.History(r.Context(), key, out.From, historyLimit+1) // one more says whether there are more
+	if len(hs) > historyLimit {
+		hs, out.Truncated = hs[:historyLimit], true
+	}
 	switch {
 	case errors.Is(err, dblock.ErrNoSchema):
 		out.NoTable = true

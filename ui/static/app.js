@@ -214,8 +214,9 @@
       if (key !== timelineKey) return;
       const note = $("timeline-note");
       if (h.error) note.textContent = "Cannot read the history: " + h.error;
-      else if (h.no_table) note.textContent = "This table has no history table: run dblock migrate --history (PostgreSQL, SQLite).";
-      else if (h.events.length === 0) note.textContent = "No events in this stretch (the history is kept when the table is migrated with --history, on PostgreSQL and SQLite).";
+      else if (h.no_table) note.textContent = "This table has no history table: run dblock migrate --history (PostgreSQL, MySQL, MariaDB, SQLite).";
+      else if (h.events.length === 0) note.textContent = "No events in this stretch (the history is kept when the table is migrated with --history, on PostgreSQL, MySQL, MariaDB and SQLite).";
+      else if (h.truncated) note.textContent = "The oldest " + h.events.length + " events of this stretch; there are more: choose a shorter stretch.";
       else note.textContent = h.events.length + " events";
       $("timeline").replaceChildren(drawTimeline(h));
     } catch (e) {
