@@ -20,9 +20,9 @@ const (
 var historyLimit = 5000
 
 // historyJSON answers GET history?key=K&since=D: the key's events of the
-// last D (default an hour), oldest first, for the page's timeline. On is
-// false when the table keeps no history (not migrated WithHistory, or an
-// engine without it): Events is then empty.
+// last D (default an hour), oldest first, for the page's timeline.
+// Events is empty too when the table keeps no history (not migrated
+// WithHistory, or an engine without it), which the page's note says.
 type historyJSON struct {
 	Key     string         `json:"key"`
 	What    string         `json:"what"`

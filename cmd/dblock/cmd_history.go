@@ -2,11 +2,16 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"text/tabwriter"
 	"time"
 
 	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dialect"
+	"github.com/dblockhq/dblock/internal/dialect/mysql"
+	"github.com/dblockhq/dblock/internal/dialect/postgres"
+	"github.com/dblockhq/dblock/internal/dialect/sqlite"
 )
 
 // historyJSON is one event of history --json. Times are RFC 3339 by the
@@ -39,7 +44,7 @@ func cmdHistory(ctx context.Context, a *app, args []string) error {
 	if *since < 0 || *limit < 0 {
 		return exitf(exitUsage, "--since and --limit cannot be negative")
 	}
-	l, _, closeAll, err := c.open(ctx, a)
+	l, t, closeAll, err := c.open(ctx, a)
 	if err != nil {
 		return err
 	}
@@ -55,6 +60,11 @@ func cmdHistory(ctx context.Context, a *app, args []string) error {
 	hs, err := l.History(ctx, fs.Arg(0), from, ask)
 	if err != nil {
 		return err
+	}
+	if on, err := historyOn(ctx, c.db, t.dialect, c.table); err != nil {
+		return err
+	} else if !on {
+		fmt.Fprintf(a.stderr, "dblock history: the history of %s is off: no event is recorded (dblock migrate --history turns it on; not on TiDB or another distributed engine)\n", c.table)
 	}
 	if *limit > 0 && len(hs) > *limit {
 		hs = hs[:*limit]
@@ -83,4 +93,21 @@ func cmdHistory(ctx context.Context, a *app, args []string) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", h.Time.Format(rfc3339ms), dblock.Describe(h.Key), h.Event, h.Owner, h.Token, h.Depth, roundDur(h.Held), detail)
 	}
 	return tw.Flush()
+}
+
+// historyOn says whether the history's triggers are on table, which
+// history reads: without them it is empty, or stopped when it was turned
+// off, and an empty answer would look like nothing happened.
+func historyOn(ctx context.Context, db *sql.DB, d dblock.Dialect, table string) (bool, error) {
+	build := map[dblock.Dialect]func(dialect.Config) dialect.Dialect{
+		dblock.Postgres: postgres.New, dblock.MySQL: mysql.New, dblock.SQLite: sqlite.New,
+	}[d]
+	if build == nil {
+		return false, fmt.Errorf("dblock history: no dialect %q", d)
+	}
+	on, err := dialect.HistoryOn(ctx, build(dialect.Config{Table: table}).History(), db)
+	if err != nil {
+		return false, fmt.Errorf("dblock history: reading whether the history of %s is on: %w", table, err)
+	}
+	return on, nil
 }

@@ -33,6 +33,9 @@ type common struct {
 	embeddedOK bool
 	// noteEmbedded says on stderr when the embedded file is used (ls).
 	noteEmbedded bool
+	// db is the pool open gave its Locker, for the few reads the
+	// Locker's API has no call for (history's check that it is on).
+	db *sql.DB
 }
 
 func addCommon(fs *cmdFlags) *common {
@@ -155,6 +158,7 @@ func (c *common) open(ctx context.Context, a *app) (l *dblock.Locker, t target, 
 		db.Close()
 		return nil, t, nil, err
 	}
+	c.db = db
 	return l, t, func() {
 		if err := l.Close(); err != nil {
 			fmt.Fprintf(a.stderr, "dblock: closing: %v\n", err)

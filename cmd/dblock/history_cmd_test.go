@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io/fs"
 	"strings"
 	"testing"
 
 	"github.com/dblockhq/dblock"
 	"github.com/dblockhq/dblock/internal/dbtest"
+	"github.com/dblockhq/dblock/internal/migrate"
+	"github.com/dblockhq/dblock/schema"
 )
 
 // TestHistoryCommand: migrate --history turns the history on (refused on
@@ -64,4 +67,66 @@ func TestHistoryCommand(t *testing.T) {
 			t.Errorf("history --since -1s: status %d, want %d", r.code, exitUsage)
 		}
 	})
+}
+
+// TestHistoryCommandOff: on a table whose history was never turned on,
+// history says so on stderr (it printed an empty table, as if nothing had
+// happened); once migrate --history turns it on, the note goes.
+func TestHistoryCommandOff(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		flags, l := freshTable(t, d)
+		lk, err := l.TryLock(context.Background(), "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lk.Unlock(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{join("history", flags), join("history", "--json", flags, "job")} {
+			r := cli(t, args...)
+			if r.code != 0 || !strings.Contains(r.stderr, "history of "+flags[3]+" is off") || !strings.Contains(r.stderr, "migrate --history") {
+				t.Fatalf("%v on a table without history: status %d, stderr %q; want a note that the history is off", args, r.code, r.stderr)
+			}
+			if args[1] == "--json" && strings.TrimSpace(r.stdout) != "[]" {
+				t.Fatalf("%v: stdout %q, want []", args, r.stdout)
+			}
+		}
+		if d == dblock.MySQL && dbtest.Engine(t, dbtest.Open(t, d), d).Distributed() {
+			return // no history there (TestHistoryCommand)
+		}
+		if r := cli(t, join("migrate", "--history", flags)...); r.code != 0 {
+			t.Fatalf("migrate --history: status %d, stderr %q", r.code, r.stderr)
+		}
+		if lk, err = l.TryLock(context.Background(), "job"); err != nil {
+			t.Fatal(err)
+		}
+		if err := lk.Unlock(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if r := cli(t, join("history", flags)...); r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, "released") {
+			t.Fatalf("history with the history on: status %d, stdout %q, stderr %q; want the events and no note", r.code, r.stdout, r.stderr)
+		}
+		// Turned off again, as schema/history says (the rows written stay).
+		text, err := fs.ReadFile(schema.FS, "history/"+string(d)+"_off.sql")
+		if err != nil {
+			t.Fatal(err)
+		}
+		db := dbtest.Open(t, d)
+		for _, stmt := range migrate.SplitStatements(migrate.RenameTable(string(text), flags[3], quote(d))) {
+			if _, err := db.Exec(stmt); err != nil {
+				t.Fatalf("%s: %v", stmt, err)
+			}
+		}
+		if r := cli(t, join("history", flags)...); r.code != 0 || !strings.Contains(r.stderr, "is off") || !strings.Contains(r.stdout, "released") {
+			t.Fatalf("history turned off: status %d, stdout %q, stderr %q; want the events kept and a note that it is off", r.code, r.stdout, r.stderr)
+		}
+	})
+}
+
+// quote quotes an identifier as d does.
+func quote(d dblock.Dialect) func(string) string {
+	if d == dblock.MySQL {
+		return func(s string) string { return "`" + s + "`" }
+	}
+	return func(s string) string { return `"` + s + `"` }
 }

@@ -26,6 +26,21 @@ type HistorySQL struct {
 	// the same connection, when the mark outlives the transaction
 	// (MySQL's session variable): "" where it does not.
 	Unlabel string
+	// On counts, with OnArgs, the history's triggers on the lock table
+	// (HistoryOn): none where the history is off.
+	On     string
+	OnArgs []any
+}
+
+// HistoryOn says whether the history's triggers are on the lock table: a
+// table migrated without WithHistory (or on an engine that runs no
+// triggers, or turned off again) has none, and its history gains no event.
+func HistoryOn(ctx context.Context, s *HistorySQL, q Querier) (bool, error) {
+	var n int
+	if err := q.QueryRowContext(ctx, s.On, s.OnArgs...).Scan(&n); err != nil {
+		return false, err
+	}
+	return n > 0, nil
 }
 
 // HistoryTable names the history table of table.

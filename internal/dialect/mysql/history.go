@@ -19,5 +19,7 @@ func (m *mysqlDialect) History() *dialect.HistorySQL {
 		Label:       queries.Get("history.label", r),
 		LabelFirst:  true,
 		Unlabel:     queries.Get("history.unlabel", r),
+		On:          queries.Get("history.on", r),
+		OnArgs:      []any{m.table, m.table + "_history_au"},
 	}
 }

@@ -358,6 +358,11 @@ ORDER BY h.id LIMIT ?
 -- name: history.reap
 DELETE FROM {h} WHERE event_time < UTC_TIMESTAMP(6) - INTERVAL ? * 1000 MICROSECOND LIMIT {limit}
 
+-- name: history.on
+-- The history's update trigger on the lock table (none on TiDB, whose
+-- information_schema.TRIGGERS is always empty).
+SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() AND EVENT_OBJECT_TABLE = ? AND TRIGGER_NAME = ?
+
 -- name: history.label
 -- ForceUnlock names itself to the history's trigger, which writes the
 -- release of a live lease in this session as force-unlocked by it, in a

@@ -16,5 +16,7 @@ func (p *postgres) History() *dialect.HistorySQL {
 		Reap:        queries.Get("history.reap", r),
 		Label:       queries.Get("history.label", r),
 		LabelFirst:  true,
+		On:          queries.Get("history.on", r),
+		OnArgs:      []any{p.Quote(p.table), p.table + "_history_tr"},
 	}
 }

@@ -297,6 +297,10 @@ ORDER BY h.id LIMIT $3
 -- name: history.reap
 DELETE FROM {h} WHERE id IN (SELECT h.id FROM {h} h WHERE h.event_time < statement_timestamp() - $1::bigint * interval '1 millisecond' LIMIT {limit})
 
+-- name: history.on
+-- The history's trigger on the lock table ($1, quoted; $2, its name).
+SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass($1) AND tgname = $2
+
 -- name: history.label
 -- Read by the history's trigger (schema/history/postgres.sql).
 SELECT set_config('dblock.force', $1, true)

@@ -15,5 +15,7 @@ func (s *sqliteDialect) History() *dialect.HistorySQL {
 		ListKeyArgs: 1,
 		Reap:        queries.Get("history.reap", r),
 		Label:       queries.Get("history.label", r),
+		On:          queries.Get("history.on", r),
+		OnArgs:      []any{s.table, s.table + "_history_au"},
 	}
 }

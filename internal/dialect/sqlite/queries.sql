@@ -138,5 +138,8 @@ ORDER BY h.id LIMIT ?3
 -- name: history.reap
 DELETE FROM {h} WHERE id IN (SELECT h.id FROM {h} h WHERE h.event_time < {now} - ?1 * 1000 LIMIT {limit})
 
+-- name: history.on
+SELECT COUNT(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?1 AND name = ?2
+
 -- name: history.label
 UPDATE {h} SET event = 'force-unlocked', detail = ?1 WHERE key_id = ?2 AND token = ?3 AND event = 'released' AND depth = 0
