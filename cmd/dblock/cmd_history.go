@@ -90,7 +90,7 @@ func cmdHistory(ctx context.Context, a *app, args []string) error {
 		if detail == "" {
 			detail = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", h.Time.Format(rfc3339ms), dblock.Describe(h.Key), h.Event, h.Owner, h.Token, h.Depth, roundDur(h.Held), detail)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", h.Time.Format(rfc3339ms), cell(dblock.Describe(h.Key).String()), h.Event, cell(h.Owner), h.Token, h.Depth, roundDur(h.Held), cell(detail))
 	}
 	return tw.Flush()
 }

@@ -71,7 +71,7 @@ func printLeader(a *app, name string, ld dblock.Leader, asJSON bool) error {
 		if asJSON {
 			return json.NewEncoder(a.stdout).Encode(leaderJSON{Election: name, None: true})
 		}
-		_, err := fmt.Fprintf(a.stdout, "%s: no leader\n", name)
+		_, err := fmt.Fprintf(a.stdout, "%s: no leader\n", cell(name))
 		return err
 	}
 	j := leaderJSON{Election: name, Token: ld.Token, ExpiresAt: ld.ExpiresAt.Format("2006-01-02T15:04:05.000Z07:00")}
@@ -90,7 +90,7 @@ func printLeader(a *app, name string, ld dblock.Leader, asJSON bool) error {
 	if j.ValueHex != "" {
 		value = "0x" + j.ValueHex
 	}
-	_, err := fmt.Fprintf(a.stdout, "%s: leader %s, token %d, since %s, lease ends %s\n", name, value, j.Token, orDash(j.Since), j.ExpiresAt)
+	_, err := fmt.Fprintf(a.stdout, "%s: leader %s, token %d, since %s, lease ends %s\n", cell(name), value, j.Token, orDash(j.Since), j.ExpiresAt)
 	return err
 }
 

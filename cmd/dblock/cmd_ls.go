@@ -7,10 +7,12 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/dblockhq/dblock"
@@ -115,7 +117,7 @@ func cmdLs(ctx context.Context, a *app, args []string) error {
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tOWNER\tDEPTH\tTOKEN\tHELD FOR\tEXPIRES IN\tDATA")
 	for _, i := range infos {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", i.Key, i.Owner, i.Depth, i.Token, roundDur(i.HeldFor), roundDur(i.ExpiresIn), shortData(i.Data()))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", cell(i.Key), cell(i.Owner), i.Depth, i.Token, roundDur(i.HeldFor), roundDur(i.ExpiresIn), shortData(i.Data()))
 	}
 	return tw.Flush()
 }
@@ -195,11 +197,11 @@ func printEvent(a *app, ev lockEvent, asJSON bool) error {
 	}
 	i := ev.info
 	if ev.kind == "released" {
-		_, err := fmt.Fprintf(a.stdout, "released %s (token %d)\n", i.Key, i.Token)
+		_, err := fmt.Fprintf(a.stdout, "released %s (token %d)\n", cell(i.Key), i.Token)
 		return err
 	}
 	_, err := fmt.Fprintf(a.stdout, "%s %s owner %s depth %d token %d expires in %s%s\n",
-		ev.kind, i.Key, i.Owner, i.Depth, i.Token, roundDur(i.ExpiresIn), dataSuffix(i.Data()))
+		ev.kind, cell(i.Key), cell(i.Owner), i.Depth, i.Token, roundDur(i.ExpiresIn), dataSuffix(i.Data()))
 	return err
 }
 
@@ -223,6 +225,18 @@ func shortData(data []byte) string {
 		return fmt.Sprintf("%q%s", data, more)
 	}
 	return fmt.Sprintf("0x%x%s", data, more)
+}
+
+// cell is s as a column of a text table or a line: quoted when it holds
+// a character that is not printable (a newline or a tab would break the
+// row or shift its columns), as it is otherwise. --json prints s as it is.
+func cell(s string) string {
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
 
 // roundDur prints d to the millisecond, or "-" when unknown (negative).

@@ -74,11 +74,11 @@ func lsWaiters(ctx context.Context, a *app, l *dblock.Locker, key string, asJSON
 		if w.Position > 0 {
 			pos = fmt.Sprint(w.Position)
 		}
-		holds := strings.Join(w.Holds(), ",")
+		holds := cells(w.Holds())
 		if holds == "" {
 			holds = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", w.What(), w.Key, w.Owner, roundDur(w.Waited), pos, holds, shortData(w.Data()))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(w.What().String()), cell(w.Key), cell(w.Owner), roundDur(w.Waited), pos, holds, shortData(w.Data()))
 	}
 	return tw.Flush()
 }
@@ -116,9 +116,9 @@ func lsBlocked(ctx context.Context, a *app, l *dblock.Locker, asJSON bool) error
 		}
 		for depth, s := range c.Steps {
 			w := s.Waiter
-			fmt.Fprintf(a.stdout, "%s%s waits for %s (%s)", strings.Repeat("  ", depth), w.Owner, w.What(), roundDur(w.Waited))
+			fmt.Fprintf(a.stdout, "%s%s waits for %s (%s)", strings.Repeat("  ", depth), cell(w.Owner), cell(w.What().String()), roundDur(w.Waited))
 			if holds := w.Holds(); len(holds) > 0 {
-				fmt.Fprintf(a.stdout, " holding %s", strings.Join(holds, ","))
+				fmt.Fprintf(a.stdout, " holding %s", cells(holds))
 			}
 			if len(s.Holders) == 0 {
 				fmt.Fprintln(a.stdout, ", held by nothing the table shows (freed since, or a transaction's: LockTx)")
@@ -126,7 +126,7 @@ func lsBlocked(ctx context.Context, a *app, l *dblock.Locker, asJSON bool) error
 			}
 			names := make([]string, len(s.Holders))
 			for j, h := range s.Holders {
-				names[j] = fmt.Sprintf("%s as %s (token %d, for %s)", h.Owner, dblock.Describe(h.Key), h.Token, roundDur(h.HeldFor))
+				names[j] = fmt.Sprintf("%s as %s (token %d, for %s)", cell(h.Owner), cell(dblock.Describe(h.Key).String()), h.Token, roundDur(h.HeldFor))
 			}
 			fmt.Fprintf(a.stdout, ", held by %s\n", strings.Join(names, "; "))
 		}
@@ -142,4 +142,13 @@ func printJSON(a *app, v any) error {
 	enc := json.NewEncoder(a.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// cells joins keys with commas, each as cell shows it.
+func cells(keys []string) string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = cell(k)
+	}
+	return strings.Join(out, ",")
 }

@@ -130,3 +130,43 @@ func quote(d dblock.Dialect) func(string) string {
 	}
 	return func(s string) string { return `"` + s + `"` }
 }
+
+// TestControlCharacters: a key or owner with a newline or a tab is shown
+// quoted in the text tables (it broke the row over two lines, or into a
+// column of its own); --json keeps it as it is.
+func TestControlCharacters(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		flags, l := freshTable(t, d)
+		history := true
+		if r := cli(t, join("migrate", "--history", flags)...); r.code != 0 {
+			history = false // TiDB: no history (TestHistoryCommand)
+		}
+		const key, owner = "line1\nline2\tx", "host\n1"
+		ctx := context.Background()
+		lk, err := l.TryLock(ctx, key, dblock.Owner(owner))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := cli(t, join("ls", flags)...)
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if r.code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[1], `"line1\nline2\tx"  "host\n1"  `) {
+			t.Fatalf("ls: status %d, stdout %q; want one row, the key and owner quoted", r.code, r.stdout)
+		}
+		r = cli(t, join("ls", "--json", flags)...)
+		var got []lockJSON
+		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || len(got) != 1 || got[0].Key != key || got[0].Owner != owner {
+			t.Fatalf("ls --json: %v, %q", err, r.stdout)
+		}
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if !history {
+			return
+		}
+		r = cli(t, join("history", flags)...)
+		lines = strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if r.code != 0 || len(lines) != 3 || !strings.Contains(lines[1], `  "line1\nline2\tx"  acquired  "host\n1"  `) {
+			t.Fatalf("history: status %d, stdout %q; want two rows, the key and owner quoted", r.code, r.stdout)
+		}
+	})
+}

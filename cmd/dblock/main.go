@@ -137,6 +137,9 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	err := cmd(context.Background(), a, args[1:])
 	code, msg := a.describe(err)
 	if msg != "" {
+		// The package's errors begin "dblock: ", which the command's
+		// prefix already says.
+		msg = strings.ReplaceAll(strings.TrimPrefix(msg, "dblock: "), ": dblock: ", ": ")
 		fmt.Fprintln(a.stderr, "dblock "+name+": "+oneLine(msg))
 	}
 	return code

@@ -166,6 +166,11 @@ func oneErrorLine(t testing.TB, r result, secret string) {
 	if n := strings.Count(r.stderr, "\n"); n != 1 {
 		t.Errorf("stderr has %d lines, want 1: %q", n, r.stderr)
 	}
+	// The command's name prefixes the line once: an error of the package
+	// ("dblock: invalid key: ...") does not say "dblock" again.
+	if strings.Contains(r.stderr, ": dblock: ") {
+		t.Errorf("stderr repeats the prefix: %q", r.stderr)
+	}
 	for _, bad := range []string{"goroutine", "panic"} {
 		if strings.Contains(r.stderr+r.stdout, bad) {
 			t.Errorf("output mentions %q: %q", bad, r.stderr)
