@@ -137,7 +137,7 @@ func watchLocks(ctx context.Context, a *app, l *dblock.Locker, every time.Durati
 			return nil
 		}
 		if err != nil {
-			fmt.Fprintf(a.stderr, "dblock ls: %v (trying again)\n", err)
+			fmt.Fprintf(a.stderr, "dblock ls: %s (trying again)\n", errLine(err))
 		} else {
 			now := make(map[string]dblock.LockInfo, len(infos))
 			for _, i := range infos {

@@ -49,7 +49,7 @@ func cmdReap(ctx context.Context, a *app, args []string) error {
 	cr := cron.New(cron.WithParser(scheduleParser), cron.WithChain(cron.SkipIfStillRunning(cron.DiscardLogger)))
 	cr.Schedule(sched, cron.FuncJob(func() {
 		if err := reapOnce(ctx, a, l); err != nil && ctx.Err() == nil {
-			fmt.Fprintf(a.stderr, "dblock reap: %s\n", oneLine(err.Error()))
+			fmt.Fprintf(a.stderr, "dblock reap: %s\n", errLine(err))
 		}
 	}))
 	cr.Start()

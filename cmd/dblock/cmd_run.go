@@ -250,7 +250,7 @@ func supervise(ctx context.Context, a *app, lk held, r runFlags, sigs <-chan os.
 		case <-lockDone:
 			lockDone = nil
 			lost = lk.Err()
-			fmt.Fprintf(a.stderr, "%s: lost %s %q (%s); sending SIGTERM to %s\n", r.name, r.what, r.key, oneLine(lost.Error()), r.argv[0])
+			fmt.Fprintf(a.stderr, "%s: lost %s %q (%s); sending SIGTERM to %s\n", r.name, r.what, r.key, errLine(lost), r.argv[0])
 			_ = signalGroup(cmd.Process, syscall.SIGTERM)
 			t := time.NewTimer(r.grace)
 			defer t.Stop()
@@ -302,7 +302,7 @@ func finish(ctx context.Context, a *app, lk held, r runFlags, cmd *exec.Cmd, wai
 	if err := lk.Unlock(ctx); err != nil {
 		// CMD ended while the lease was ours: its status stands. The
 		// error says what becomes of the row (its lease ends by itself).
-		fmt.Fprintf(a.stderr, "%s: %s ended holding %s %q; releasing it failed: %s\n", r.name, r.argv[0], r.what, r.key, oneLine(err.Error()))
+		fmt.Fprintf(a.stderr, "%s: %s ended holding %s %q; releasing it failed: %s\n", r.name, r.argv[0], r.what, r.key, errLine(err))
 	}
 	return exitErr(status, nil)
 }

@@ -106,7 +106,7 @@ func (c *common) connect(ctx context.Context, a *app) (*sql.DB, target, error) {
 	if err := db.PingContext(pctx); err != nil {
 		if c.waitsThroughOutage && dberr.Conn(err) {
 			// run --wait: the wait rides out an outage
-			fmt.Fprintf(a.stderr, "dblock: cannot reach the database at %s yet (%s); waiting\n", t.redacted, oneLine(err.Error()))
+			fmt.Fprintf(a.stderr, "dblock: cannot reach the database at %s yet (%s); waiting\n", t.redacted, errLine(err))
 			return db, t, nil
 		}
 		db.Close()
@@ -161,7 +161,7 @@ func (c *common) open(ctx context.Context, a *app) (l *dblock.Locker, t target, 
 	c.db = db
 	return l, t, func() {
 		if err := l.Close(); err != nil {
-			fmt.Fprintf(a.stderr, "dblock: closing: %v\n", err)
+			fmt.Fprintf(a.stderr, "dblock: closing: %s\n", errLine(err))
 		}
 		db.Close()
 	}, nil

@@ -137,10 +137,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	err := cmd(context.Background(), a, args[1:])
 	code, msg := a.describe(err)
 	if msg != "" {
-		// The package's errors begin "dblock: ", which the command's
-		// prefix already says.
-		msg = strings.ReplaceAll(strings.TrimPrefix(msg, "dblock: "), ": dblock: ", ": ")
-		fmt.Fprintln(a.stderr, "dblock "+name+": "+oneLine(msg))
+		fmt.Fprintln(a.stderr, "dblock "+name+": "+errLine(errors.New(msg)))
 	}
 	return code
 }
@@ -209,6 +206,13 @@ func (a *app) describe(err error) (int, string) {
 
 // oneLine folds s onto one line.
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// errLine is err's text on one line without the package's "dblock: "
+// prefixes, which the command's own prefix already says: wrapped errors
+// repeat it ("dblock: lock lost: …: dblock: lock row taken over").
+func errLine(err error) string {
+	return strings.ReplaceAll(strings.TrimPrefix(oneLine(err.Error()), "dblock: "), ": dblock: ", ": ")
+}
 
 // cmdFlags is a command's flags: GNU-style (--name, -v), taken before and
 // after the arguments unless SetInterspersed(false) makes the first

@@ -156,6 +156,9 @@ func TestRunLockLost(t *testing.T) {
 				if !strings.Contains(r.stderr, "lost the lock") {
 					t.Errorf("stderr %q does not say the lock was lost", r.stderr)
 				}
+				if strings.Contains(r.stderr, ": dblock: ") || strings.Contains(r.stderr, "(dblock: ") {
+					t.Errorf("stderr %q repeats the prefix", r.stderr)
+				}
 				if exists(finished) {
 					t.Error("the command ran to its end after the lock was lost")
 				}
