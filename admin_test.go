@@ -147,8 +147,15 @@ func TestForceUnlock(t *testing.T) {
 		if err := lk.Err(); !errors.Is(err, dblock.ErrLockLost) || !errors.Is(err, dblock.ErrTakenOver) {
 			t.Errorf("holder Err = %v, want ErrLockLost wrapping ErrTakenOver", err)
 		}
-		if err := lk.Unlock(ctx); !errors.Is(err, dblock.ErrNotHeld) {
+		err = lk.Unlock(ctx)
+		if !errors.Is(err, dblock.ErrNotHeld) {
 			t.Errorf("holder Unlock = %v, want ErrNotHeld", err)
+		}
+		// The message says "dblock: " once, however deep the wrapping.
+		for _, e := range []error{lk.Err(), err} {
+			if n := strings.Count(e.Error(), "dblock: "); n != 1 {
+				t.Errorf("%q says \"dblock: \" %d times, want once", e, n)
+			}
 		}
 		next, err := admin.TryLock(ctx, "force:k")
 		if err != nil {

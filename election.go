@@ -228,7 +228,7 @@ func (t *Term) Proclaim(ctx context.Context, value []byte) error {
 		return core.ErrNoLock
 	}
 	if err := t.lk.Err(); err != nil {
-		return fmt.Errorf("%w: election %q: %w", ErrNotHeld, t.e.name, err)
+		return core.Errorf("%w: election %q: %w", ErrNotHeld, t.e.name, err)
 	}
 	l := t.e.l
 	ok, err := l.e.D().SetData(ctx, l.e.Q(), t.lk.Key(), t.lk.Owner(), t.lk.Token(), lc.cfg.Value())

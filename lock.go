@@ -210,7 +210,7 @@ func (k *Lock) Check(ctx context.Context, tx *sql.Tx) error {
 		return fmt.Errorf("%w: nil *sql.Tx", ErrInvalidOption)
 	}
 	if err := k.Err(); err != nil {
-		return fmt.Errorf("%w: %q (token %d): %w", ErrNotHeld, k.Key(), k.Token(), err)
+		return core.Errorf("%w: %q (token %d): %w", ErrNotHeld, k.Key(), k.Token(), err)
 	}
 	td, err := txDialect(k.c().Engine().D(), "Check")
 	if err != nil {
@@ -222,7 +222,7 @@ func (k *Lock) Check(ctx context.Context, tx *sql.Tx) error {
 	}
 	if !ok {
 		k.c().Lose(ErrTakenOver)
-		return fmt.Errorf("%w: %q (token %d): %w", ErrNotHeld, k.Key(), k.Token(), k.Err())
+		return core.Errorf("%w: %q (token %d): %w", ErrNotHeld, k.Key(), k.Token(), k.Err())
 	}
 	return nil
 }

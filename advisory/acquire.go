@@ -45,7 +45,7 @@ func (l *Locker) acquire(ctx context.Context, key string, m mode, block bool) (*
 		}
 		if !block || ctx.Err() != nil || !dberr.Transient(err) {
 			if lastErr != nil && ctx.Err() != nil {
-				err = fmt.Errorf("%w (last database error: %w)", err, lastErr)
+				err = dberr.Errorf("%w (last database error: %w)", err, lastErr)
 			}
 			return nil, err
 		}
@@ -57,7 +57,7 @@ func (l *Locker) acquire(ctx context.Context, key string, m mode, block bool) (*
 		err = pause(pctx, b)
 		stop()
 		if err != nil {
-			return nil, fmt.Errorf("%w (last database error: %w)", waitErr(pctx, key), lastErr)
+			return nil, dberr.Errorf("%w (last database error: %w)", waitErr(pctx, key), lastErr)
 		}
 	}
 	if !got {
@@ -131,7 +131,7 @@ func (l *Locker) attempt(ctx context.Context, key string, m mode, arg any, block
 		s, err = l.openSession(ctx)
 	}
 	if ctx.Err() != nil {
-		return nil, false, fmt.Errorf("%w: %w", waitErr(ctx, key), err)
+		return nil, false, dberr.Errorf("%w: %w", waitErr(ctx, key), err)
 	}
 	return nil, false, fmt.Errorf("advisory: lock %q: %w", key, err)
 }

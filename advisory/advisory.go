@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dberr"
 	engine "github.com/dblockhq/dblock/internal/dialect"
 	"github.com/dblockhq/dblock/internal/lockrun"
 )
@@ -167,7 +168,7 @@ func (l *Locker) Close() error {
 		<-l.probeDone
 		var errs []error
 		for _, lk := range l.heldLocks() {
-			if err := lk.release(context.Background(), fmt.Errorf("%w: %w", dblock.ErrReleased, dblock.ErrClosed)); err != nil && !errors.Is(err, dblock.ErrNotHeld) {
+			if err := lk.release(context.Background(), dberr.Errorf("%w: %w", dblock.ErrReleased, dblock.ErrClosed)); err != nil && !errors.Is(err, dblock.ErrNotHeld) {
 				errs = append(errs, err)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dberr"
 )
 
 // Lock is one session advisory lock, held by a connection pinned for the
@@ -90,7 +91,7 @@ func (k *Lock) release(ctx context.Context, cause error) error {
 		k.cancel(cause)
 	})
 	if !first {
-		return fmt.Errorf("%w: %q: %w", dblock.ErrNotHeld, k.key, k.Err())
+		return dberr.Errorf("%w: %q: %w", dblock.ErrNotHeld, k.key, k.Err())
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -127,7 +128,7 @@ func (k *Lock) probe() error {
 func (k *Lock) lose(cause error) {
 	k.once.Do(func() {
 		k.l.unregister(k)
-		k.cancel(fmt.Errorf("%w: %q: connection check failed: %w", dblock.ErrLockLost, k.key, cause))
+		k.cancel(dberr.Errorf("%w: %q: connection check failed: %w", dblock.ErrLockLost, k.key, cause))
 		k.l.log.Warn("advisory: lock lost", "key", k.key, "session", k.s.id, "cause", cause)
 		k.l.kill(k.s)
 	})

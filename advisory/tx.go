@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dberr"
 )
 
 // TryLockTx takes key's transaction-scoped exclusive lock in tx
@@ -71,7 +72,7 @@ func (l *Locker) lockTx(ctx context.Context, tx *sql.Tx, key string, block bool)
 	case err == nil && v == 1:
 		return nil
 	case interrupted && err != nil:
-		return fmt.Errorf("%w (transaction aborted: %w)", l.waitEnded(ctx, key), err)
+		return dberr.Errorf("%w (transaction aborted: %w)", l.waitEnded(ctx, key), err)
 	case interrupted:
 		return l.waitEnded(ctx, key)
 	case err != nil:

@@ -169,7 +169,7 @@ const closeWorkers = 8
 // many locks costs a fraction of a round trip each, and an unreachable
 // database costs one timeout, not one per lock.
 func (e *Engine) releaseAll(ctx context.Context, held []*Lock) error {
-	cause := fmt.Errorf("%w: %w", dberr.ErrReleased, dberr.ErrClosed)
+	cause := dberr.Errorf("%w: %w", dberr.ErrReleased, dberr.ErrClosed)
 	errs := make([]error, len(held))
 	next := make(chan int)
 	var wg sync.WaitGroup

@@ -25,7 +25,7 @@ func (k *Lock) Deadline() time.Time {
 // gone.
 func (k *Lock) Extend(ctx context.Context, d time.Duration) error {
 	if err := k.Err(); err != nil {
-		return fmt.Errorf("%w: %q: %w", dberr.ErrNotHeld, k.Key(), err)
+		return dberr.Errorf("%w: %q: %w", dberr.ErrNotHeld, k.Key(), err)
 	}
 	err := k.e.leases.Extend(ctx, k, d)
 	switch {
@@ -33,7 +33,7 @@ func (k *Lock) Extend(ctx context.Context, d time.Duration) error {
 		return nil
 	case errors.Is(err, lease.ErrGone), k.Err() != nil:
 		if cause := k.Err(); cause != nil {
-			return fmt.Errorf("%w: %q: %w", dberr.ErrNotHeld, k.Key(), cause)
+			return dberr.Errorf("%w: %q: %w", dberr.ErrNotHeld, k.Key(), cause)
 		}
 		return fmt.Errorf("%w: %q", dberr.ErrNotHeld, k.Key())
 	}

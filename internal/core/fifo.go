@@ -132,7 +132,7 @@ func (e *Engine) queueFor(ctx context.Context, key string, lc LockConfig, grant 
 				return 0, nil, fifo.Successors{}, err
 			}
 			if err := e.Pause(ctx, key, b); err != nil {
-				return 0, nil, fifo.Successors{}, fmt.Errorf("%w (last database error: %w)", err, lastErr)
+				return 0, nil, fifo.Successors{}, dberr.Errorf("%w (last database error: %w)", err, lastErr)
 			}
 			continue
 		}

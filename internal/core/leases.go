@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/dblockhq/dblock/internal/dberr"
@@ -51,7 +50,7 @@ func (h *leaseHooks) Lost(lk *Lock, why lease.Loss) {
 	case why.TakenOver:
 		lk.Lose(dberr.ErrTakenOver)
 	case why.Last != nil:
-		lk.Lose(fmt.Errorf("%w (last renewal error: %w)", dberr.ErrLeaseExpired, why.Last))
+		lk.Lose(dberr.Errorf("%w (last renewal error: %w)", dberr.ErrLeaseExpired, why.Last))
 	default:
 		lk.Lose(dberr.ErrLeaseExpired)
 	}

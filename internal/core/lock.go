@@ -55,6 +55,10 @@ const ReleaseTimeout = lease.ReleaseTimeout
 // ErrNoLock is the error of a nil Lock, or of one not from a Locker.
 var ErrNoLock = fmt.Errorf("%w: not a Lock from a Locker", dberr.ErrNotHeld)
 
+// Errorf is dberr.Errorf, for the root: a message that wraps the
+// package's errors says "dblock: " once.
+var Errorf = dberr.Errorf
+
 // closedChan is the Done of a zero Lock.
 var closedChan = func() chan struct{} {
 	c := make(chan struct{})
@@ -147,7 +151,7 @@ var errReleased = dberr.ErrReleased
 // Lose ends the lock because it can no longer be proven ours.
 func (k *Lock) Lose(cause error) {
 	k.once.Do(func() {
-		err := fmt.Errorf("%w: %q (token %d): %w", dberr.ErrLockLost, k.Key(), k.Token(), cause)
+		err := dberr.Errorf("%w: %q (token %d): %w", dberr.ErrLockLost, k.Key(), k.Token(), cause)
 		k.setEnded(err) // first, as in end
 		k.e.leases.Unregister(k)
 		k.cancel(err)               // Done first, as in end

@@ -35,7 +35,7 @@ func (k *Lock) releaseOnce(ctx context.Context, cause error) error {
 	e.leases.Pin(k.Key())
 	if !k.end(cause) {
 		k.unpin(false)
-		return fmt.Errorf("%w: %q: %w", dberr.ErrNotHeld, k.Key(), k.Err())
+		return dberr.Errorf("%w: %q: %w", dberr.ErrNotHeld, k.Key(), k.Err())
 	}
 	uncertain := false
 	if cause == dberr.ErrReleased {
@@ -217,7 +217,7 @@ func (k *Lock) batchable() bool {
 // passed.
 func (k *Lock) Linger(ctx context.Context, atLeast time.Duration) error {
 	if !k.end(dberr.ErrReleased) {
-		return fmt.Errorf("%w: %q: %w", dberr.ErrNotHeld, k.Key(), k.Err())
+		return dberr.Errorf("%w: %q: %w", dberr.ErrNotHeld, k.Key(), k.Err())
 	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
 	defer cancel()
