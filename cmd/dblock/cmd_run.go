@@ -88,7 +88,7 @@ func parseRun(a *app, args []string) (*common, runFlags, error) {
 	case r.conflict < 0 || r.conflict > 255:
 		return nil, r, exitf(exitUsage, "--conflict-exit %d is not an exit status (0..255)", r.conflict)
 	case r.permits < 0 || r.permits > dblock.MaxPermits:
-		return nil, r, exitf(exitUsage, "--permits %d: want 1 to %d", r.permits, dblock.MaxPermits)
+		return nil, r, exitf(exitUsage, "--permits %d: want 1 to %d (or 0, the default: the lock on --key)", r.permits, dblock.MaxPermits)
 	}
 	r.what, r.name = "the lock on", "dblock run"
 	if r.permits > 0 {
