@@ -42,7 +42,10 @@ func cmdUI(ctx context.Context, a *app, args []string) error {
 	if *allowUnlock {
 		opts = append(opts, ui.AllowUnlock())
 	}
-	host, _, err := net.SplitHostPort(*listen)
+	host, port, err := net.SplitHostPort(*listen)
+	if err == nil {
+		_, err = net.LookupPort("tcp", port) // 0 to 65535, or a service's name
+	}
 	if err != nil {
 		return exitf(exitUsage, "--listen %q: want HOST:PORT, such as 127.0.0.1:8080", *listen)
 	}

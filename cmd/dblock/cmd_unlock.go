@@ -40,6 +40,6 @@ func cmdUnlock(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "released %s: owner %s, token %d, depth %d, held for %s\n",
-		info.Key, info.Owner, info.Token, info.Depth, roundDur(info.HeldFor))
+		cell(info.Key), cell(info.Owner), info.Token, info.Depth, roundDur(info.HeldFor))
 	return nil
 }

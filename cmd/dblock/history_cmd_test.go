@@ -160,13 +160,20 @@ func TestControlCharacters(t *testing.T) {
 		if err := lk.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := l.TryLock(ctx, key, dblock.Owner(owner)); err != nil {
+			t.Fatal(err)
+		}
+		r = cli(t, join("unlock", "--force", flags, key)...)
+		if r.code != 0 || !strings.HasPrefix(r.stdout, `released "line1\nline2\tx": owner "host\n1", token `) || strings.Count(r.stdout, "\n") != 1 {
+			t.Fatalf("unlock --force: status %d, stdout %q; want one line, the key and owner quoted", r.code, r.stdout)
+		}
 		if !history {
 			return
 		}
 		r = cli(t, join("history", flags)...)
 		lines = strings.Split(strings.TrimSpace(r.stdout), "\n")
-		if r.code != 0 || len(lines) != 3 || !strings.Contains(lines[1], `  "line1\nline2\tx"  acquired  "host\n1"  `) {
-			t.Fatalf("history: status %d, stdout %q; want two rows, the key and owner quoted", r.code, r.stdout)
+		if r.code != 0 || len(lines) != 5 || !strings.Contains(strings.Join(strings.Fields(lines[1]), " "), ` "line1\nline2\tx" acquired "host\n1" `) {
+			t.Fatalf("history: status %d, stdout %q; want four rows, the key and owner quoted", r.code, r.stdout)
 		}
 	})
 }

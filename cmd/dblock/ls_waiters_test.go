@@ -139,3 +139,33 @@ func TestWaiterRecordKilled(t *testing.T) {
 		}
 	})
 }
+
+// TestWaiterRecordGaveUp: a run that gave up waiting (--wait ran out)
+// leaves no waiter record behind: its Locker's Close deleted the records
+// of calls that had just ended only when the delete was not under way as
+// Close cut it short, and otherwise they stayed listed for a lease.
+func TestWaiterRecordGaveUp(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		flags, l := freshTable(t, d)
+		ctx := context.Background()
+		lk, err := l.TryLock(ctx, "busy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lk.Unlock(ctx)
+		for i := range 3 {
+			// Waits past the default 1 s before its record is written.
+			if r := cli(t, join("run", flags, "--key", "busy", "--wait", "1500ms", "--", "true")...); r.code != exitTempFail {
+				t.Fatalf("run %d on a held key: status %d, stderr %q", i, r.code, r.stderr)
+			}
+			r := cli(t, join("ls", "--waiters", "--json", flags)...)
+			var ws []waiterJSON
+			if err := json.Unmarshal([]byte(r.stdout), &ws); err != nil || r.code != 0 {
+				t.Fatalf("ls --waiters: status %d, %v, stdout %q", r.code, err, r.stdout)
+			}
+			if len(ws) != 0 {
+				t.Fatalf("run %d gave up and exited; ls --waiters still lists %+v", i, ws)
+			}
+		}
+	})
+}

@@ -96,6 +96,8 @@ func TestUICommandFlags(t *testing.T) {
 	flags, _ := freshTable(t, dblock.Postgres)
 	for _, args := range [][]string{
 		{"--listen", "8080"},
+		{"--listen", "127.0.0.1:99999"},
+		{"--listen", "127.0.0.1:http-alt-nope"},
 		{"--interval", "1ms"},
 		{"--permits", "uploads"},
 		{"--permits", "uploads=0"},

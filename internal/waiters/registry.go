@@ -349,7 +349,14 @@ func (r *Registry) deleteGone(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, r.c.TTL)
 	defer cancel()
 	if _, err := r.each(ctx, r.sql.Delete, ids); err != nil {
-		// Left to lapse: readers see live records only.
+		if r.c.Ctx.Err() != nil {
+			// Cut short by Close: closeAll deletes them on a context of
+			// its own (they were dropped here, and listed for a lease).
+			r.mu.Lock()
+			r.gone = append(r.gone, ids...)
+			r.mu.Unlock()
+		}
+		// Otherwise left to lapse: readers see live records only.
 		r.failed("deleting waiter records", err)
 	}
 }
