@@ -234,3 +234,22 @@ func BenchmarkObserver(b *testing.B) {
 		}
 	}
 }
+
+// Close reports the releases it makes to the Observer, with ErrClosed as
+// their cause, as OpRelease's documentation says (it released the rows
+// unobserved).
+func TestObserverClose(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		ctx := ctxT(t, time.Minute)
+		rec := newRecorder()
+		l, _, _ := dbtest.Locker(t, d, dblock.WithObserver(rec))
+		lk := mustLock(t)(l.TryLock(ctx, "k"))
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		e := rec.last(t, dblock.OpRelease)
+		if e.Key != "k" || e.Token != lk.Token() || e.Err != nil || !errors.Is(e.Cause, dblock.ErrClosed) {
+			t.Errorf("Close's release event = %+v, want key k, token %d, no error, cause ErrClosed", e, lk.Token())
+		}
+	})
+}

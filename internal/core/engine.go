@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/dblockhq/dblock/internal/acquire"
 	"github.com/dblockhq/dblock/internal/bells"
@@ -181,7 +182,15 @@ func (e *Engine) releaseAll(ctx context.Context, held []*Lock) error {
 				if !held[i].end(cause) {
 					continue // ended meanwhile (Unlock, loss)
 				}
-				if _, err := held[i].releaseRow(ctx, false); err != nil && !errors.Is(err, dberr.ErrNotHeld) {
+				rctx, start := ctx, time.Now()
+				if e.obs != nil { // a release, as Lock.Release reports one
+					rctx = e.obs.StartRelease(ctx, held[i])
+				}
+				_, err := held[i].releaseRow(rctx, false)
+				if e.obs != nil {
+					e.obs.Released(rctx, held[i], cause, start, err)
+				}
+				if err != nil && !errors.Is(err, dberr.ErrNotHeld) {
 					errs[i] = err
 				}
 			}

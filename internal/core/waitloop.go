@@ -75,7 +75,7 @@ func (e *Engine) waitFor(ctx context.Context, key string, w *waiter, s *waitStep
 		if !s.mayAsk(ctx, e, key, w, poll, polled) {
 			continue
 		}
-		if !e.leases.Holds(key) && e.waits.BeginTry(key, w) {
+		if e.mayTry(key, w) && e.waits.BeginTry(key, w) {
 			lk, wait, holder, err := s.attempt(ctx, e, key, w, poll, polled, &b)
 			if !wait && err != nil && e.uncertain(err) {
 				e.freshOwner(w) // while trying: no handover reads it
@@ -205,4 +205,16 @@ func (s *waitStep) delay(e *Engine, key string, b *backoff) time.Duration {
 		return s.pace.Next(e.notifying(), b.Next)
 	}
 	return e.pollDelay(key, b)
+}
+
+// mayTry reports whether w may ask the database for key: not while this
+// Locker holds it (its release hands the key over or wakes w), unless w
+// re-enters it under the holder's Owner, which no release of ours would
+// answer (it waited for good when its first try met a sibling re-entry's
+// statement on the row).
+func (e *Engine) mayTry(key string, w *waiter) bool {
+	if !e.leases.Holds(key) {
+		return true
+	}
+	return w.Cfg.ExplicitOwner && e.leases.Any(key, func(lk *Lock) bool { return lk.Owner() == w.Cfg.Owner })
 }
