@@ -86,7 +86,7 @@ var SweepDelays = []time.Duration{
 
 // Sweep looks for the row a cut-short acquire may have taken after all,
 // after each of SweepDelays, until find finds it (then undo releases it)
-// or ctx ends, which makes one last look. Find and undo get a context bounded by ReleaseTimeout; find
+// or ctx ends. Find and undo get a context bounded by ReleaseTimeout; find
 // reports found false, with no error, while the row is not there, and its
 // errors are given to failed.
 func Sweep(ctx context.Context, find func(context.Context) (token int64, found bool, err error), undo func(ctx context.Context, token int64), failed func(error)) {
@@ -97,30 +97,18 @@ func Sweep(ctx context.Context, find func(context.Context) (token int64, found b
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-			// The Locker is closing: one last look, on a context of its
-			// own, so that Close leaves no holder behind a call that gave
-			// up (a row the statement took after all, by now most often).
-			look(context.WithoutCancel(ctx), find, undo, failed)
 			return
 		}
-		if look(ctx, find, undo, failed) {
+		fctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
+		token, found, err := find(fctx)
+		if found {
+			undo(fctx, token)
+			cancel()
 			return
 		}
+		cancel()
+		if err != nil {
+			failed(err)
+		}
 	}
-}
-
-// look is one of Sweep's looks, bounded by ReleaseTimeout: true when it
-// found the row and undid it.
-func look(ctx context.Context, find func(context.Context) (int64, bool, error), undo func(context.Context, int64), failed func(error)) bool {
-	fctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
-	defer cancel()
-	token, found, err := find(fctx)
-	if found {
-		undo(fctx, token)
-		return true
-	}
-	if err != nil {
-		failed(err)
-	}
-	return false
 }

@@ -69,27 +69,3 @@ func TestSweep(t *testing.T) {
 		t.Fatalf("%d looks, undid %d; want 3 looks, then token 9", looks, undone)
 	}
 }
-
-// A sweep whose context ends (the Locker closing) before it found the row
-// looks once more, with a context of its own, and undoes what it finds:
-// Close left a cut-short acquire's row held for a whole lease.
-func TestSweepLastLook(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	looks := 0
-	var undone int64
-	Sweep(ctx, func(fctx context.Context) (int64, bool, error) {
-		looks++
-		if fctx.Err() != nil {
-			return 0, false, fctx.Err()
-		}
-		return 4, true, nil
-	}, func(uctx context.Context, token int64) {
-		if uctx.Err() == nil {
-			undone = token
-		}
-	}, func(err error) { t.Error(err) })
-	if looks != 1 || undone != 4 {
-		t.Fatalf("%d looks, undid %d; want 1 look, then token 4", looks, undone)
-	}
-}
