@@ -103,11 +103,11 @@ func historyOn(ctx context.Context, db *sql.DB, d dblock.Dialect, table string) 
 		dblock.Postgres: postgres.New, dblock.MySQL: mysql.New, dblock.SQLite: sqlite.New,
 	}[d]
 	if build == nil {
-		return false, fmt.Errorf("dblock history: no dialect %q", d)
+		return false, fmt.Errorf("no dialect %q", d)
 	}
 	on, err := dialect.HistoryOn(ctx, build(dialect.Config{Table: table}).History(), db)
 	if err != nil {
-		return false, fmt.Errorf("dblock history: reading whether the history of %s is on: %w", table, err)
+		return false, fmt.Errorf("reading whether the history of %s is on: %w", table, err)
 	}
 	return on, nil
 }

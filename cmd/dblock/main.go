@@ -137,7 +137,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	err := cmd(context.Background(), a, args[1:])
 	code, msg := a.describe(err)
 	if msg != "" {
-		fmt.Fprintln(a.stderr, "dblock "+name+": "+errLine(errors.New(msg)))
+		fmt.Fprintln(a.stderr, "dblock "+name+": "+unprefixed(msg))
 	}
 	return code
 }
@@ -210,8 +210,12 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 // errLine is err's text on one line without the package's "dblock: "
 // prefixes, which the command's own prefix already says: wrapped errors
 // repeat it ("dblock: lock lost: …: dblock: lock row taken over").
-func errLine(err error) string {
-	return strings.ReplaceAll(strings.TrimPrefix(oneLine(err.Error()), "dblock: "), ": dblock: ", ": ")
+func errLine(err error) string { return unprefixed(err.Error()) }
+
+// unprefixed is s on one line without the package's "dblock: " prefixes
+// (errLine).
+func unprefixed(s string) string {
+	return strings.ReplaceAll(strings.TrimPrefix(oneLine(s), "dblock: "), ": dblock: ", ": ")
 }
 
 // cmdFlags is a command's flags: GNU-style (--name, -v), taken before and
