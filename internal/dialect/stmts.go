@@ -28,17 +28,29 @@ func NewStmtCache(db *sql.DB) *StmtCache {
 	return &StmtCache{db: db, m: make(map[string]*sql.Stmt)}
 }
 
+// stmt returns query's statement, preparing it first if need be. The
+// prepare's round trip runs outside the cache's lock, so that a slow one
+// holds up no other statement (heartbeats among them); of two prepares of
+// one text that meet, the first kept wins.
 func (c *StmtCache) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if s, ok := c.m[query]; ok {
+	s, ok := c.m[query]
+	c.mu.Unlock()
+	if ok {
 		return s, nil
 	}
 	s, err := c.db.PrepareContext(ctx, query)
 	if err != nil {
 		return nil, err
 	}
+	c.mu.Lock()
+	if kept, ok := c.m[query]; ok {
+		c.mu.Unlock()
+		_ = s.Close()
+		return kept, nil
+	}
 	c.m[query] = s
+	c.mu.Unlock()
 	return s, nil
 }
 
