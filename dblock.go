@@ -103,8 +103,8 @@ func (l *Locker) usable() error {
 }
 
 // Close stops the heartbeat, releases every lock still held (their Err then
-// wraps ErrReleased and ErrClosed) and waits for the Locker's goroutine. It
-// is idempotent and never closes the *sql.DB.
+// wraps ErrReleased and ErrClosed) and any key a cancelled call took after
+// all, and waits for its goroutines. Idempotent; never closes the *sql.DB.
 func (l *Locker) Close() error {
 	if err := l.usable(); err != nil {
 		return err

@@ -25,14 +25,12 @@ func (e *Engine) acquireSafe(ctx context.Context, key string, lc LockConfig) (in
 	}
 	token, ok, err := e.acquire(ctx, key, lc)
 	if err != nil && ctx.Err() != nil {
-		e.spawn(func() {
-			lease.Sweep(e.ctx, func(ctx context.Context) (token int64, found bool, err error) {
-				return e.d.Owned(ctx, e.q, key, lc.Owner)
-			}, func(ctx context.Context, token int64) {
-				e.undoAcquire(ctx, key, lc.Owner, token)
-			}, func(err error) {
-				e.log.Debug("dblock: sweeping after a cut-short acquire", "key", key, "err", err)
-			})
+		e.sweeps.Start(e.ctx, e.spawn, func(ctx context.Context) (token int64, found bool, err error) {
+			return e.d.Owned(ctx, e.q, key, lc.Owner)
+		}, func(ctx context.Context, token int64) {
+			e.undoAcquire(ctx, key, lc.Owner, token)
+		}, func(err error) {
+			e.log.Debug("dblock: sweeping after a cut-short acquire", "key", key, "err", err)
 		})
 	}
 	return token, ok, err

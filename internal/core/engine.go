@@ -43,6 +43,7 @@ type Engine struct {
 	leases *lease.Registry[*Lock] // held locks and their heartbeat (leaseHooks)
 	fifo   *fifo.Queue            // tickets (WithFIFO); its statements serve Reap in any mode
 	wr     *waiters.Registry      // waiter records; nil: none
+	sweeps lease.Sweeps           // after cut-short acquires (acquireSafe)
 
 	mu      sync.Mutex // closed, and the FIFO state of Locks
 	closed  bool
@@ -107,7 +108,8 @@ func New(cfg Config) *Engine {
 
 // Close stops the heartbeat and every other goroutine of the parts, waits
 // for them, and releases every lock still held (their Err then wraps
-// ErrReleased and ErrClosed). It is idempotent and never closes the DB.
+// ErrReleased and ErrClosed) and any row a cut-short acquire took after
+// all (lease.Sweeps). It is idempotent and never closes the DB.
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
 		e.mu.Lock()
@@ -121,7 +123,16 @@ func (e *Engine) Close() error {
 		// returns within one TTL however slow the database is.
 		ctx, cancel := context.WithTimeout(context.Background(), min(ReleaseTimeout, e.cfg.TTL))
 		defer cancel()
+		// The sweeps Close cut short look once more meanwhile, within the
+		// same bound: a key a cut-short Lock took stays held by nobody
+		// otherwise.
+		swept := make(chan struct{})
+		go func() {
+			defer close(swept)
+			e.sweeps.Close(ctx)
+		}()
 		e.closeErr = e.releaseAll(ctx, held)
+		<-swept
 		e.closeStmts(ctx)
 	})
 	return e.closeErr

@@ -20,6 +20,9 @@ const (
 	// Stall stops forwarding on open and new connections without closing
 	// them: reads and writes hang as on a dead network path.
 	Stall
+	// StallReplies forwards the client's bytes to the target but holds the
+	// target's: a statement runs, and its caller never hears how it ended.
+	StallReplies
 )
 
 // Proxy forwards TCP connections from its listener to one target address.
@@ -30,7 +33,7 @@ type Proxy struct {
 
 	mu     sync.Mutex
 	mode   Mode
-	resume chan struct{} // closed when a stall ends
+	resume chan struct{} // closed at each change of mode
 	conns  map[*pair]struct{}
 	closed bool
 	wg     sync.WaitGroup
@@ -83,7 +86,6 @@ func New(target string) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{ln: ln, target: target, conns: make(map[*pair]struct{}), resume: make(chan struct{})}
-	close(p.resume)
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -104,19 +106,18 @@ func (p *Proxy) Cut() {
 }
 
 // SetMode switches the proxy to m. Down also closes every open connection;
-// Stall holds open and new connections silent; Forward lets bytes through
-// again (a stalled connection resumes where it stopped).
+// Stall holds open and new connections silent; StallReplies holds only
+// what the target sends; Forward lets bytes through again (a stalled
+// connection resumes where it stopped).
 func (p *Proxy) SetMode(m Mode) {
 	p.mu.Lock()
 	var conns []*pair
 	if m == Down {
 		conns = p.takeConns()
 	}
-	switch {
-	case m == Stall && p.mode != Stall:
+	if m != p.mode {
+		close(p.resume) // every gate looks at the new mode
 		p.resume = make(chan struct{})
-	case m != Stall && p.mode == Stall:
-		close(p.resume)
 	}
 	p.mode = m
 	p.mu.Unlock()
@@ -187,7 +188,7 @@ func (p *Proxy) accept() {
 func (p *Proxy) serve(c *pair) {
 	defer p.wg.Done()
 	defer p.forget(c)
-	if !p.gate(c) {
+	if !p.gate(c, false) {
 		return
 	}
 	server, err := net.Dial("tcp", p.target)
@@ -200,8 +201,8 @@ func (p *Proxy) serve(c *pair) {
 	}
 	var pumps sync.WaitGroup
 	pumps.Add(2)
-	go func() { defer pumps.Done(); p.pump(c, server, c.client) }()
-	go func() { defer pumps.Done(); p.pump(c, c.client, server) }()
+	go func() { defer pumps.Done(); p.pump(c, server, c.client, false) }()
+	go func() { defer pumps.Done(); p.pump(c, c.client, server, true) }()
 	pumps.Wait()
 }
 
@@ -212,28 +213,34 @@ func (p *Proxy) forget(c *pair) {
 	c.close()
 }
 
-// gate waits while the proxy stalls; it reports false when c was closed.
-func (p *Proxy) gate(c *pair) bool {
-	p.mu.Lock()
-	resume := p.resume
-	p.mu.Unlock()
-	select {
-	case <-resume:
-		return true
-	case <-c.done:
-		return false
+// gate waits while the proxy holds c's bytes in one direction (reply: the
+// target's); it reports false when c was closed.
+func (p *Proxy) gate(c *pair, reply bool) bool {
+	for {
+		p.mu.Lock()
+		held := p.mode == Stall || (reply && p.mode == StallReplies)
+		resume := p.resume
+		p.mu.Unlock()
+		if !held {
+			return true
+		}
+		select {
+		case <-resume:
+		case <-c.done:
+			return false
+		}
 	}
 }
 
-// pump copies src to dst, holding each chunk at the gate, and closes the
-// pair when either side fails.
-func (p *Proxy) pump(c *pair, dst, src net.Conn) {
+// pump copies src to dst, holding each chunk at the gate (reply: src is
+// the target), and closes the pair when either side fails.
+func (p *Proxy) pump(c *pair, dst, src net.Conn, reply bool) {
 	defer c.close()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if !p.gate(c) {
+			if !p.gate(c, reply) {
 				return
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {

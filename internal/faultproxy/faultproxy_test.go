@@ -136,6 +136,65 @@ func TestStallHoldsWithoutClosing(t *testing.T) {
 	}
 }
 
+// StallReplies lets the client's bytes reach the target and holds the
+// target's answer until the proxy forwards again.
+func TestStallRepliesDelivers(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	got := make(chan string, 4)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		r := bufio.NewReader(c)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			got <- line
+			if _, err := c.Write([]byte(line)); err != nil {
+				return
+			}
+		}
+	}()
+	p, err := faultproxy.New(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	c, r := dial(t, p)
+	if err := roundTrip(c, r, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	<-got
+	p.SetMode(faultproxy.StallReplies)
+	if _, err := c.Write([]byte("held\n")); err != nil {
+		t.Fatal(err)
+	}
+	if line := <-got; line != "held\n" {
+		t.Fatalf("the target got %q; want the client's line", line)
+	}
+	if err := c.SetDeadline(time.Now().Add(100 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := r.ReadString('\n'); err == nil {
+		t.Fatalf("the target's answer %q came through while replies were held", line)
+	}
+	p.SetMode(faultproxy.Forward)
+	if err := c.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := r.ReadString('\n'); err != nil || line != "held\n" {
+		t.Fatalf("after resume: %q, %v; want the held answer", line, err)
+	}
+}
+
 func TestCloseIdempotent(t *testing.T) {
 	p := newProxy(t)
 	dial(t, p)

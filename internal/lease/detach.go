@@ -88,8 +88,9 @@ var SweepDelays = []time.Duration{
 // after each of SweepDelays, until find finds it (then undo releases it)
 // or ctx ends. Find and undo get a context bounded by ReleaseTimeout; find
 // reports found false, with no error, while the row is not there, and its
-// errors are given to failed.
-func Sweep(ctx context.Context, find func(context.Context) (token int64, found bool, err error), undo func(ctx context.Context, token int64), failed func(error)) {
+// errors are given to failed. It reports whether it settled the matter:
+// false when ctx ended first (Sweeps then looks once more at Close).
+func Sweep(ctx context.Context, find func(context.Context) (token int64, found bool, err error), undo func(ctx context.Context, token int64), failed func(error)) bool {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for _, d := range SweepDelays {
@@ -97,18 +98,27 @@ func Sweep(ctx context.Context, find func(context.Context) (token int64, found b
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-			return
+			return false
 		}
-		fctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
-		token, found, err := find(fctx)
-		if found {
-			undo(fctx, token)
-			cancel()
-			return
-		}
-		cancel()
-		if err != nil {
-			failed(err)
+		if Look(ctx, find, undo, failed) {
+			return true
 		}
 	}
+	return true
+}
+
+// Look is one of Sweep's looks, bounded by ReleaseTimeout: true when it
+// found the row and undid it.
+func Look(ctx context.Context, find func(context.Context) (int64, bool, error), undo func(context.Context, int64), failed func(error)) bool {
+	fctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
+	defer cancel()
+	token, found, err := find(fctx)
+	if found {
+		undo(fctx, token)
+		return true
+	}
+	if err != nil {
+		failed(err)
+	}
+	return false
 }
