@@ -13,6 +13,13 @@ import (
 // echoServer answers every line with the same line until the test ends.
 func echoServer(t *testing.T) string {
 	t.Helper()
+	return tappedEchoServer(t, nil)
+}
+
+// tappedEchoServer is echoServer that also sends each line it got on got
+// (if not nil) before it answers.
+func tappedEchoServer(t *testing.T, got chan<- string) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -31,6 +38,9 @@ func echoServer(t *testing.T) string {
 					line, err := r.ReadString('\n')
 					if err != nil {
 						return
+					}
+					if got != nil {
+						got <- line
 					}
 					if _, err := c.Write([]byte(line)); err != nil {
 						return
@@ -139,31 +149,8 @@ func TestStallHoldsWithoutClosing(t *testing.T) {
 // StallReplies lets the client's bytes reach the target and holds the
 // target's answer until the proxy forwards again.
 func TestStallRepliesDelivers(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
 	got := make(chan string, 4)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		r := bufio.NewReader(c)
-		for {
-			line, err := r.ReadString('\n')
-			if err != nil {
-				return
-			}
-			got <- line
-			if _, err := c.Write([]byte(line)); err != nil {
-				return
-			}
-		}
-	}()
-	p, err := faultproxy.New(ln.Addr().String())
+	p, err := faultproxy.New(tappedEchoServer(t, got))
 	if err != nil {
 		t.Fatal(err)
 	}
