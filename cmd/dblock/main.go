@@ -164,17 +164,17 @@ func exitf(code int, format string, args ...any) error {
 }
 
 // refused reports errors of a server that answers but will not serve us:
-// authentication (SQLSTATE 28…, MySQL 1045), unknown database (3D000,
-// 1049), missing privilege (42501, MySQL 1044, 1142, 1143).
+// authentication (SQLSTATE 28…, dberr.Auth: MySQL 1045, 1698, ...), unknown
+// database (3D000, 1049), missing privilege (42501, MySQL 1044, 1142, 1143).
 func refused(err error) bool {
 	s := dberr.SQLState(err)
-	if strings.HasPrefix(s, "28") || s == "3D000" || s == "42501" {
+	if strings.HasPrefix(s, "28") || s == "3D000" || s == "42501" || dberr.Auth(err) {
 		return true
 	}
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
 		switch me.Number {
-		case 1044, 1045, 1049, 1142, 1143:
+		case 1044, 1049, 1142, 1143:
 			return true
 		}
 	}
