@@ -36,6 +36,8 @@ func cmdElect(ctx context.Context, a *app, args []string) error {
 	r.key, r.argv, r.waitSet = fs.Arg(0), fs.Args()[1:], flagSet(fs, "wait")
 	r.what, r.name, r.verbose = "the leadership of", "dblock elect", c.verbose
 	switch {
+	case r.argv[0] == "":
+		return exitf(exitUsage, "the command to run is empty (dblock elect NAME [flags] -- CMD [ARGS...])")
 	case r.wait < 0 || r.grace < 0:
 		return exitf(exitUsage, "--wait and --grace must not be negative")
 	case r.waitSet && r.wait == 0:

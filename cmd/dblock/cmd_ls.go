@@ -84,6 +84,9 @@ func cmdLs(ctx context.Context, a *app, args []string) error {
 	if fs.NArg() > 1 || fs.NArg() == 1 && !*waitersOf {
 		return exitf(exitUsage, "unexpected argument %q", fs.Arg(fs.NArg()-1))
 	}
+	if flagSet(fs, "interval") && !*watch {
+		return exitf(exitUsage, "--interval needs --watch: it sets how often --watch reads the table")
+	}
 	if *every <= 0 {
 		return exitf(exitUsage, "--interval must be positive, not %v", *every)
 	}

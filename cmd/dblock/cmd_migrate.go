@@ -17,6 +17,10 @@ func cmdMigrate(ctx context.Context, a *app, args []string) error {
 	if fs.NArg() > 0 {
 		return exitf(exitUsage, "unexpected argument %q", fs.Arg(0))
 	}
+	if flagSet(fs, "history") && !*history {
+		// Migrate only installs the history's triggers; it never drops them.
+		return exitf(exitUsage, "--history=false does not turn the history off (migrate only turns it on): apply schema/history/<dialect>_off.sql (postgres, mysql or sqlite; written for lock_table, rename it for --table) to turn it off")
+	}
 	db, t, err := c.connect(ctx, a)
 	if err != nil {
 		return err

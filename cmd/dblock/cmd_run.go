@@ -81,6 +81,8 @@ func parseRun(a *app, args []string) (*common, runFlags, error) {
 		return nil, r, exitf(exitUsage, "--key is required")
 	case len(r.argv) == 0:
 		return nil, r, exitf(exitUsage, "missing the command to run (dblock run --key K -- CMD [ARGS...])")
+	case r.argv[0] == "":
+		return nil, r, exitf(exitUsage, "the command to run is empty (dblock run --key K -- CMD [ARGS...])")
 	case r.waitSet && r.noWait:
 		return nil, r, exitf(exitUsage, "--wait and --no-wait exclude each other")
 	case r.wait < 0 || r.grace < 0:

@@ -86,3 +86,54 @@ func TestHelp(t *testing.T) {
 		t.Errorf("run -h: status %d, stdout %q", r.code, r.stdout)
 	}
 }
+
+// dblock help with an unknown command is a usage error (it printed the
+// general help and exited 0, so a typo in a script went unnoticed).
+func TestHelpUnknownCommand(t *testing.T) {
+	for _, args := range [][]string{{"help", "nosuch"}, {"--help", "nosuch"}, {"help", "run", "extra"}} {
+		r := cli(t, args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "unknown command") && !strings.Contains(r.stderr, "unexpected argument") || r.stdout != "" {
+			t.Errorf("dblock %v: status %d, stdout %q, stderr %q; want %d and an error on stderr", args, r.code, r.stdout, r.stderr, exitUsage)
+		}
+		oneErrorLine(t, r, "")
+	}
+	if r := cli(t, "help", "nosuch"); !strings.Contains(r.stderr, `unknown command "nosuch"`) {
+		t.Errorf("dblock help nosuch: stderr %q, want it to name the unknown command", r.stderr)
+	}
+	for _, cmd := range []string{"help", "version", "--help"} {
+		if r := cli(t, "help", cmd); r.code != 0 || !strings.Contains(r.stdout, "Exit status") {
+			t.Errorf("dblock help %s: status %d, stdout %q; want the general help", cmd, r.code, r.stdout)
+		}
+	}
+}
+
+// Flags that do nothing in the company they are given are usage errors,
+// which say what to do instead, before any database is reached.
+func TestFlagMisuse(t *testing.T) {
+	// A table of the test's own: a flag accepted by mistake then acts on it,
+	// not on the shared server's default table.
+	pg, _ := freshTable(t, dblock.Postgres)
+	for _, tc := range []struct {
+		args []string
+		want []string // in stderr
+	}{
+		{join("ls", pg, "--interval", "2s"), []string{"--interval", "--watch"}},
+		{join("ls", pg, "--waiters", "--interval", "2s"), []string{"--interval", "--watch"}},
+		{join("migrate", pg, "--history=false"), []string{"--history=false", "_off.sql"}},
+		{join("run", pg, "--key", "k", "--", ""), []string{"empty"}},
+		{join("run", pg, "--key", "k", ""), []string{"empty"}},
+		{join("elect", pg, "jobs", "--", ""), []string{"empty"}},
+	} {
+		r := cli(t, tc.args...)
+		if r.code != exitUsage {
+			t.Errorf("dblock %q: status %d, stderr %q; want %d", tc.args, r.code, r.stderr, exitUsage)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("dblock %q: stderr %q, want it to say %q", tc.args, r.stderr, w)
+			}
+		}
+		oneErrorLine(t, r, "")
+	}
+}

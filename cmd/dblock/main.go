@@ -119,12 +119,19 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	}
 	switch name {
 	case "help", "-h", "-help", "--help":
-		if len(args) == 2 && commands[args[1]] != nil { // help CMD: CMD's flags
+		switch {
+		case len(args) > 2:
+			fmt.Fprintf(a.stderr, "dblock help: unexpected argument %q (dblock help [CMD])\n", args[2])
+			return exitUsage
+		case len(args) == 2 && commands[args[1]] != nil: // help CMD: CMD's flags
 			name, args = args[1], []string{args[1], "--help"}
-			break
+		case len(args) == 2 && !slices.Contains([]string{"help", "-h", "-help", "--help", "version", "--version"}, args[1]): // those: this help
+			fmt.Fprintf(a.stderr, "dblock help: unknown command %q (run \"dblock help\")\n", args[1])
+			return exitUsage
+		default:
+			fmt.Fprint(a.stdout, usage)
+			return exitOK
 		}
-		fmt.Fprint(a.stdout, usage)
-		return exitOK
 	case "version", "--version":
 		fmt.Fprintln(a.stdout, "dblock "+version())
 		return exitOK
