@@ -85,3 +85,33 @@ func TestMySQLNativeDSN(t *testing.T) {
 		t.Fatalf("ls --dsn %s: status %d, stdout %q, stderr %q", dbtest.DSN(dblock.MySQL), r.code, r.stdout, r.stderr)
 	}
 }
+
+// A port that no server can listen on is a mistake in the DSN (78), in
+// every form of it, not a server that cannot be reached (69: MySQL's DSNs
+// were dialled, and "address 99999: invalid port" reported as
+// unreachable); a valid port that nothing listens on still is 69.
+func TestBadPort(t *testing.T) {
+	const secret = "s3cretPW"
+	for _, tc := range []struct {
+		dsn  string
+		want int
+	}{
+		{"root:" + secret + "@tcp(127.0.0.1:99999)/test", exitConfig},
+		{"mysql://root:" + secret + "@127.0.0.1:99999/test", exitConfig},
+		{"postgres://postgres:" + secret + "@127.0.0.1:99999/test?sslmode=disable", exitConfig},
+		{"root:" + secret + "@tcp(127.0.0.1:0)/test", exitConfig},
+		{"mysql://root:" + secret + "@127.0.0.1:0/test", exitConfig},
+		{"root:" + secret + "@tcp(127.0.0.1:1)/test", exitUnavailable},
+		{"mysql://root:" + secret + "@127.0.0.1:1/test", exitUnavailable},
+		{"postgres://postgres:" + secret + "@127.0.0.1:1/test?sslmode=disable", exitUnavailable},
+	} {
+		r := cli(t, "ls", "--dsn", tc.dsn)
+		if r.code != tc.want {
+			t.Errorf("ls --dsn %s: status %d, stderr %q; want %d", tc.dsn, r.code, r.stderr, tc.want)
+		}
+		if tc.want == exitConfig && (!strings.Contains(r.stderr, "invalid port") || strings.Contains(r.stderr, "cannot reach")) {
+			t.Errorf("ls --dsn %s: stderr %q, want it to say the port is bad", tc.dsn, r.stderr)
+		}
+		oneErrorLine(t, r, secret)
+	}
+}

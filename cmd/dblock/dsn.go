@@ -115,10 +115,10 @@ func mysqlNativeTarget(dsn string) (target, error) {
 		}
 		return t, fmt.Errorf("malformed DSN %s: %s (want [user[:password]@]tcp(host:port)/database[?params])", t.redacted, reason(err))
 	}
+	t.password = cfg.Passwd
 	if cfg.DBName == "" {
 		return t, fmt.Errorf("malformed DSN %s: want one database name after the address", t.redacted)
 	}
-	t.password = cfg.Passwd
 	shown := cfg.Clone()
 	if shown.Passwd != "" {
 		shown.Passwd = "xxxxx"
@@ -127,6 +127,9 @@ func mysqlNativeTarget(dsn string) (target, error) {
 	t.redacted = base
 	if query != "" {
 		t.redacted += "?" + redactQuery(query)
+	}
+	if err := checkPort(cfg); err != nil {
+		return t, fmt.Errorf("malformed DSN %s: %v", t.redacted, err)
 	}
 	cfg.Logger = &mysql.NopLogger{} // its logs go to stderr unredacted
 	if cfg.Timeout == 0 {
@@ -156,6 +159,9 @@ func mysqlConfig(u *url.URL) (*mysql.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkPort(cfg); err != nil {
+		return nil, err
+	}
 	cfg.User = u.User.Username()
 	cfg.Passwd, _ = u.User.Password()
 	cfg.Logger = &mysql.NopLogger{} // its logs go to stderr unredacted
@@ -163,6 +169,25 @@ func mysqlConfig(u *url.URL) (*mysql.Config, error) {
 		cfg.Timeout = mysqlDialTimeout
 	}
 	return cfg, nil
+}
+
+// checkPort refuses a TCP address whose port no server can listen on (0,
+// above 65535, or not a number or a service's name): the driver would
+// only find it out when dialling, and dblock report the server as
+// unreachable (69) instead of the DSN as wrong (78), as pgx's parser does
+// for a postgres:// URL.
+func checkPort(cfg *mysql.Config) error {
+	if !strings.HasPrefix(cfg.Net, "tcp") {
+		return nil // unix(PATH)
+	}
+	_, port, err := net.SplitHostPort(cfg.Addr) // the driver added :3306 if none was given
+	if err != nil {
+		return fmt.Errorf("bad address: %s", reason(err))
+	}
+	if n, err := net.LookupPort(cfg.Net, port); err != nil || n == 0 {
+		return fmt.Errorf("invalid port %s: want 1 to 65535", port)
+	}
+	return nil
 }
 
 // driverDSN returns the DSN in the driver's own form (with the password).
