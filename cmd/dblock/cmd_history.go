@@ -68,7 +68,11 @@ func cmdHistory(ctx context.Context, a *app, args []string) error {
 	}
 	if *limit > 0 && len(hs) > *limit {
 		hs = hs[:*limit]
-		fmt.Fprintf(a.stderr, "dblock history: the oldest %d events shown, and there are more events: narrow with --since, or raise --limit (0: all)\n", *limit)
+		shown := fmt.Sprintf("the oldest %d events", *limit)
+		if *limit == 1 {
+			shown = "the oldest event"
+		}
+		fmt.Fprintf(a.stderr, "dblock history: %s shown, and there are more events: narrow with --since, or raise --limit (0: all)\n", shown)
 	}
 	if *asJSON {
 		out := make([]historyJSON, 0, len(hs))

@@ -60,6 +60,9 @@ func TestHistoryCommand(t *testing.T) {
 		if !strings.Contains(r.stderr, "more events") || !strings.Contains(r.stderr, "--since") {
 			t.Fatalf("history --limit 1: stderr %q, want a note that more events were left out", r.stderr)
 		}
+		if !strings.Contains(r.stderr, "the oldest event shown") || strings.Contains(r.stderr, "1 events") {
+			t.Errorf("history --limit 1: stderr %q, want \"the oldest event shown\" (one event, in the singular)", r.stderr)
+		}
 		if r = cli(t, join("history", "--limit", "2", flags, "job")...); r.code != 0 || r.stderr != "" {
 			t.Fatalf("history --limit 2 (all of them): status %d, stderr %q, want no note", r.code, r.stderr)
 		}
