@@ -71,14 +71,19 @@ func cmdUI(ctx context.Context, a *app, args []string) error {
 		if *allowUnlock {
 			what += " and break locks"
 		}
-		fmt.Fprintf(a.stderr, "dblock ui: warning: %s is not a loopback address: whoever reaches it can %s; dblock ui has no login of its own (mount package ui behind your own authentication)\n", host, what)
+		name := host
+		if name == "" {
+			name = `"" (every interface)`
+		}
+		fmt.Fprintf(a.stderr, "dblock ui: warning: %s is not a loopback address: whoever reaches it can %s; dblock ui has no login of its own (mount package ui behind your own authentication)\n", name, what)
 	} else {
 		h = loopbackHosts(h)
 	}
 	sctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return sctx }}
-	fmt.Fprintf(a.stdout, "dblock ui: serving table %s at http://%s/ (interrupt to stop)\n", a.table, ln.Addr())
+	url, where := pageURL(host, ln.Addr())
+	fmt.Fprintf(a.stdout, "dblock ui: serving table %s at %s (%sinterrupt to stop)\n", a.table, url, where)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -92,6 +97,22 @@ func cmdUI(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	return nil
+}
+
+// pageURL returns the page's address to print for --listen's host and
+// the address listened on: the host as given (a name stays a name) with the
+// port listened on (--listen HOST:0 picks one), or, for a host that names
+// every interface ("", 0.0.0.0, ::), which a browser cannot open and Go
+// prints as [::], localhost, and where says so.
+func pageURL(host string, addr net.Addr) (url, where string) {
+	_, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String() + "/", ""
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		return "http://" + net.JoinHostPort("localhost", port) + "/", "listening on every interface, port " + port + "; "
+	}
+	return "http://" + net.JoinHostPort(strings.Trim(host, "[]"), port) + "/", ""
 }
 
 // isLoopback says whether host (of --listen) is loopback only: localhost

@@ -112,11 +112,28 @@ func TestUICommandFlags(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, cmd, stderr := startUI(ctx, t, join("--listen", "0.0.0.0:0", "--allow-unlock", flags)...)
+	url, cmd, stderr := startUI(ctx, t, join("--listen", "0.0.0.0:0", "--allow-unlock", flags)...)
+	// The address printed is one to open: not [::] or 0.0.0.0, which name
+	// every interface (Go listens on [::] for 0.0.0.0 and prints that).
+	if !regexp.MustCompile(`^http://localhost:[1-9][0-9]*/$`).MatchString(url) {
+		t.Errorf("--listen 0.0.0.0:0: printed %q, want http://localhost:PORT/", url)
+	} else if body := httpGet(t, url+"state", ""); !strings.Contains(body, `"counts"`) {
+		t.Errorf("GET %sstate: %q, want the state", url, body)
+	}
 	_ = cmd.Process.Signal(os.Interrupt)
 	_ = cmd.Wait()
 	if !strings.Contains(stderr.String(), "warning: 0.0.0.0 is not a loopback address") || !strings.Contains(stderr.String(), "and break locks") {
 		t.Errorf("--listen 0.0.0.0:0 --allow-unlock: stderr %q, want a warning", stderr.String())
+	}
+	// No host: every interface too.
+	url, cmd, stderr = startUI(ctx, t, join("--listen", ":0", flags)...)
+	if !regexp.MustCompile(`^http://localhost:[1-9][0-9]*/$`).MatchString(url) {
+		t.Errorf("--listen :0: printed %q, want http://localhost:PORT/", url)
+	}
+	_ = cmd.Process.Signal(os.Interrupt)
+	_ = cmd.Wait()
+	if !strings.Contains(stderr.String(), "every interface") || !strings.Contains(stderr.String(), "not a loopback address") {
+		t.Errorf("--listen :0: stderr %q, want a warning that names every interface", stderr.String())
 	}
 }
 
