@@ -68,7 +68,7 @@ func parseRun(a *app, args []string) (*common, runFlags, error) {
 	fs.StringVar(&r.key, "key", "", "the lock's `key` (required)")
 	fs.DurationVar(&r.wait, "wait", 0, "give up after waiting this long for the lock (default: wait until signalled)")
 	fs.BoolVar(&r.noWait, "no-wait", false, "give up at once if the lock is held")
-	fs.DurationVar(&r.grace, "grace", 10*time.Second, "after a lost lock, time between SIGTERM and SIGKILL to CMD")
+	fs.DurationVar(&r.grace, "grace", 10*time.Second, "time CMD has to end after SIGTERM (a lost lock) or a SIGINT or SIGTERM passed on, before SIGKILL to its group (a second SIGINT or SIGTERM: at once)")
 	fs.IntVar(&r.conflict, "conflict-exit", exitTempFail, "exit `status` when the lock was not acquired")
 	fs.IntVar(&r.permits, "permits", 0, "take one of `N` permits of the semaphore named by --key instead of the lock (as consul lock -n)")
 	const synopsis = "dblock run --key K [--permits N] [--ttl D] [--wait D | --no-wait] [--grace D] [--conflict-exit N] -- CMD [ARGS...]"
@@ -242,27 +242,79 @@ func supervise(ctx context.Context, a *app, lk held, r runFlags, sigs <-chan os.
 
 	var lost error
 	lockDone := lk.Done()
+	// Once CMD was told to stop (SIGTERM on a lost lock, or a SIGINT or
+	// SIGTERM passed on), it has --grace to end before its group gets
+	// SIGKILL; a second SIGINT or SIGTERM sends SIGKILL at once. Without
+	// it, a command that ignores SIGTERM kept run, and the lock, for good.
 	var kill <-chan time.Time
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	var stopSent os.Signal // what started the grace
+	stops, killed := 0, false
+	startGrace := func(sent os.Signal) {
+		if timer != nil || killed {
+			return // one grace, from the first stop
+		}
+		stopSent, timer = sent, time.NewTimer(r.grace)
+		kill = timer.C
+	}
 	for {
 		select {
 		case err := <-exited:
 			return finish(ctx, a, lk, r, cmd, err, lost)
 		case s := <-sigs:
+			if killed {
+				continue
+			}
+			if !stopsCommand(s) { // SIGHUP: passed on, nothing more
+				_ = signalGroup(cmd.Process, s)
+				continue
+			}
+			if stops++; stops > 1 {
+				killed, kill = true, nil
+				fmt.Fprintf(a.stderr, "%s: second signal (%s); sending SIGKILL to %s\n", r.name, signalName(s), r.argv[0])
+				_ = signalGroup(cmd.Process, syscall.SIGKILL)
+				continue
+			}
 			_ = signalGroup(cmd.Process, s)
+			startGrace(s)
 		case <-lockDone:
 			lockDone = nil
 			lost = lk.Err()
+			if killed { // SIGKILL is on its way
+				fmt.Fprintf(a.stderr, "%s: lost %s %q (%s)\n", r.name, r.what, r.key, errLine(lost))
+				continue
+			}
 			fmt.Fprintf(a.stderr, "%s: lost %s %q (%s); sending SIGTERM to %s\n", r.name, r.what, r.key, errLine(lost), r.argv[0])
 			_ = signalGroup(cmd.Process, syscall.SIGTERM)
-			t := time.NewTimer(r.grace)
-			defer t.Stop()
-			kill = t.C
+			startGrace(syscall.SIGTERM)
 		case <-kill:
-			kill = nil
-			fmt.Fprintf(a.stderr, "%s: %s still running %v after SIGTERM; sending SIGKILL\n", r.name, r.argv[0], r.grace)
+			killed, kill = true, nil
+			fmt.Fprintf(a.stderr, "%s: %s still running %v after %s; sending SIGKILL\n", r.name, r.argv[0], r.grace, signalName(stopSent))
 			_ = signalGroup(cmd.Process, syscall.SIGKILL)
 		}
 	}
+}
+
+// stopsCommand says whether s, passed on to CMD, asks it to stop: SIGINT
+// and SIGTERM start --grace, and a second one sends SIGKILL.
+func stopsCommand(s os.Signal) bool { return s == os.Interrupt || s == syscall.SIGTERM }
+
+// signalName names s as kill -l does (SIGTERM), not as Go does ("terminated").
+func signalName(s os.Signal) string {
+	switch s {
+	case os.Interrupt:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	}
+	return s.String()
 }
 
 // secretEnv lists the variables dblock may have read its connection's

@@ -46,7 +46,9 @@
 // DBLOCK_TOKEN (the fencing token) in its environment, renews the lease
 // while CMD runs, releases it when CMD exits, and exits with CMD's status.
 // SIGINT, SIGTERM and SIGHUP sent to dblock are passed to CMD's process
-// group. If the lock is lost while CMD runs (its lease could not be renewed,
+// group; if CMD still runs --grace after a SIGINT or SIGTERM, or when a
+// second one comes, its group gets SIGKILL, and dblock releases the lock
+// and exits 137. If the lock is lost while CMD runs (its lease could not be renewed,
 // or it was broken with unlock --force), CMD's group gets SIGTERM, then
 // SIGKILL after --grace (default 10s), and dblock exits 74. Since CMD is not
 // in the terminal's foreground group, a CMD that reads the terminal stops.

@@ -3,7 +3,11 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -196,5 +200,151 @@ func TestRunSupervisorKilledNoOverlap(t *testing.T) {
 			}
 			wait(t, doneA, "the first run")
 		})
+	}
+}
+
+// startSignalled starts dblock run of a script that prints "ready PID"
+// first, and returns the running dblock, the script's pid, the channel of
+// its later stdout lines (closed when run has exited, and cmd.ProcessState
+// set) and run's stderr (to read once it exited).
+func startSignalled(t *testing.T, args ...string) (cmd *exec.Cmd, pid int, lines <-chan string, stderr *bytes.Buffer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	cmd, _, stderr = newCmd(ctx, nil, args...)
+	cmd.Stdout = nil
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan string, 100)
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill() // if it still runs
+		<-done
+		cancel()
+	})
+	sc := bufio.NewScanner(out)
+	first := sc.Scan()
+	line := sc.Text()
+	go func() {
+		defer close(done)
+		defer close(ch)
+		for sc.Scan() {
+			select {
+			case ch <- sc.Text():
+			default: // nobody reads them: drop
+			}
+		}
+		_ = cmd.Wait()
+	}()
+	if !first {
+		<-done
+		t.Fatalf("run: no line from the command; status %d, stderr %q", cmd.ProcessState.ExitCode(), stderr)
+	}
+	f := strings.Fields(line)
+	if len(f) != 2 || f[0] != "ready" {
+		t.Fatalf("run: the command printed %q, want ready PID", line)
+	}
+	pid, err = strconv.Atoi(f[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cmd, pid, ch, stderr
+}
+
+// ended waits for run's exit (lines closed), at most 30s.
+func ended(t *testing.T, lines <-chan string, what string) {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case _, ok := <-lines:
+			if !ok {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("%s: run has not ended 30s later", what)
+		}
+	}
+}
+
+// stoppedAndReleased checks that run exited 137 (the command killed:
+// 128+SIGKILL, the command's own status) saying so, that the command is
+// gone, and that the lock on key is free.
+func stoppedAndReleased(t *testing.T, cmd *exec.Cmd, pid int, stderr *bytes.Buffer, l *dblock.Locker, key string) {
+	t.Helper()
+	if c := cmd.ProcessState.ExitCode(); c != 128+int(syscall.SIGKILL) {
+		t.Errorf("run: status %d, want %d (the command killed); stderr %q", c, 128+int(syscall.SIGKILL), stderr)
+	}
+	if !strings.Contains(stderr.String(), "sending SIGKILL") {
+		t.Errorf("stderr %q does not say SIGKILL was sent", stderr)
+	}
+	if alive(pid) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		t.Errorf("the command %d outlived dblock run", pid)
+	}
+	lk, err := l.TryLock(context.Background(), key)
+	if err != nil {
+		t.Fatalf("the lock after run ended: %v, want it released", err)
+	}
+	_ = lk.Unlock(context.Background())
+}
+
+// A command that ignores SIGTERM does not keep dblock run, and the lock,
+// forever: --grace after passing SIGTERM (or SIGINT) on, run sends SIGKILL
+// to the command's group, releases the lock and exits 137. It used to
+// wait for the command for good, the lock held.
+func TestRunSignalGrace(t *testing.T) {
+	flags, l := freshTable(t, dblock.Postgres)
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		name string
+	}{{syscall.SIGTERM, "SIGTERM"}, {syscall.SIGINT, "SIGINT"}} {
+		sig := tc.sig
+		t.Run(tc.name, func(t *testing.T) {
+			script := `trap "" TERM INT; echo ready $$; while :; do sleep 0.1; done`
+			cmd, pid, lines, stderr := startSignalled(t, join("run", flags, "--grace", "200ms", "--key", "stubborn", "--", "sh", "-c", script)...)
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			ended(t, lines, "after "+tc.name+", --grace 200ms, to a command that ignores it")
+			stoppedAndReleased(t, cmd, pid, stderr, l, "stubborn")
+			if !strings.Contains(stderr.String(), "still running 200ms after "+tc.name) {
+				t.Errorf("stderr %q does not say why SIGKILL was sent", stderr)
+			}
+		})
+	}
+}
+
+// A second SIGINT or SIGTERM, while the command has not ended after the
+// first, sends it SIGKILL at once, however long --grace is: ^C twice means
+// it.
+func TestRunSecondSignalKills(t *testing.T) {
+	flags, l := freshTable(t, dblock.Postgres)
+	// The command says it got SIGTERM, and goes on.
+	script := `trap "echo term" TERM; echo ready $$; while :; do sleep 0.1; done`
+	cmd, pid, lines, stderr := startSignalled(t, join("run", flags, "--grace", "1h", "--key", "stubborn", "--", "sh", "-c", script)...)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// run passed the first on: the command says so.
+	select {
+	case line, ok := <-lines:
+		if !ok || line != "term" {
+			t.Fatalf("after SIGTERM, the command printed %q (run still runs: %v), want term", line, ok)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the command did not get SIGTERM within 30s")
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	ended(t, lines, "after a second SIGTERM (--grace 1h)")
+	stoppedAndReleased(t, cmd, pid, stderr, l, "stubborn")
+	if !strings.Contains(stderr.String(), "second signal") {
+		t.Errorf("stderr %q does not say the second signal sent SIGKILL", stderr)
 	}
 }
