@@ -81,6 +81,17 @@ func TestLsCommand(t *testing.T) {
 
 // ls --watch --json prints the locks held at the start, then each change,
 // one JSON object per line, until interrupted (status 0).
+// ls --watch on a table that is not there exits 78 at once, saying to
+// migrate, as ls does: it printed "(trying again)" every --interval, for
+// good, though a missing table does not heal by itself.
+func TestLsWatchMissingTable(t *testing.T) {
+	r := cli(t, "ls", "--watch", "--interval", "20ms", "--dsn", cliDSN(t, dblock.Postgres), "--table", dbtest.TableName())
+	if r.code != exitConfig || !strings.Contains(r.stderr, "dblock migrate") {
+		t.Errorf("ls --watch on a missing table: status %d, stderr %q; want %d, saying to migrate", r.code, r.stderr, exitConfig)
+	}
+	oneErrorLine(t, r, "")
+}
+
 func TestLsWatch(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
 		flags, l := freshTable(t, d)

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dberr"
 )
 
 // lockJSON is one lock in ls --json, and one line of ls --watch --json
@@ -129,7 +130,9 @@ func cmdLs(ctx context.Context, a *app, args []string) error {
 // the last look: "held" for every lock at the start, then "acquired" (a key
 // newly held), "taken" (held under a new token), "changed" (same token, new
 // depth or data) and "released" (no longer held). It returns nil when ctx
-// ends (interrupted); a failed read is reported on stderr and tried again.
+// ends (interrupted); a failed read is reported on stderr and tried again,
+// but for a first one that will not heal by itself (a missing table, a
+// missing privilege), which ends it as ls would.
 func watchLocks(ctx context.Context, a *app, l *dblock.Locker, every time.Duration, asJSON bool) error {
 	var last map[string]dblock.LockInfo
 	t := time.NewTicker(every)
@@ -138,6 +141,9 @@ func watchLocks(ctx context.Context, a *app, l *dblock.Locker, every time.Durati
 		infos, err := l.List(ctx)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if err != nil && last == nil && !dberr.Transient(err) {
+			return err
 		}
 		if err != nil {
 			fmt.Fprintf(a.stderr, "dblock ls: %s (trying again)\n", errLine(err))
