@@ -46,3 +46,51 @@ func TestConcurrentReentries(t *testing.T) {
 		}
 	})
 }
+
+// TestConcurrentTryReentries: TryLock calls that re-enter a key held
+// under their Owner by their own Locker never answer ErrLocked, even when
+// they race each other. Before, a try that met a sibling re-entry's
+// statement on the row (MariaDB's no-wait take) answered ErrLocked.
+func TestConcurrentTryReentries(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		for _, fifo := range []bool{false, true} {
+			t.Run(map[bool]string{false: "free", true: "fifo"}[fifo], func(t *testing.T) {
+				var opts []dblock.Option
+				if fifo {
+					opts = append(opts, dblock.WithFIFO())
+				}
+				tryReentries(t, d, opts...)
+			})
+		}
+	})
+}
+
+// tryReentries races TryLock re-entries under the holder's Owner.
+func tryReentries(t *testing.T, d dblock.Dialect, opts ...dblock.Option) {
+	l, _, _ := dbtest.Locker(t, d, opts...)
+	ctx := ctxT(t, time.Minute)
+	first := mustLock(t)(l.TryLock(ctx, "re", dblock.Owner("o")))
+	for round := range 20 {
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for range 8 {
+			wg.Go(func() {
+				lk, err := l.TryLock(ctx, "re", dblock.Owner("o"))
+				if err == nil {
+					err = lk.Unlock(ctx)
+				}
+				errs <- err
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: a TryLock re-entry under the holder's Owner: %v", round, err)
+			}
+		}
+	}
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

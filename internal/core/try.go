@@ -69,6 +69,14 @@ func (e *Engine) Try(ctx context.Context, key string, lc LockConfig) (*Lock, err
 			return nil, e.WrapErr("acquire", key, err)
 		}
 		if !ok {
+			if lc.ExplicitOwner && ctx.Err() == nil && e.holdsAs(key, lc.Owner) {
+				// This Locker holds key under our Owner: the take met a
+				// sibling re-entry's statement on the row (a no-wait
+				// take), not another owner. Try again, as mayTry lets a
+				// waiter do.
+				attempt--
+				continue
+			}
 			return nil, fmt.Errorf("%w: %q", dialect.ErrLocked, key)
 		}
 		e.ev.Start() // to hear of waiters before we release
