@@ -161,3 +161,33 @@ func mustPermit(t testing.TB) func(*dblock.Permit, error) *dblock.Permit {
 		return p
 	}
 }
+
+// TestSemaphoreNoSchema: on a lock table that does not exist, Acquire
+// fails at once with ErrNoSchema, as TryAcquire and every other call do.
+// Before, Acquire returned the driver's error, unwrapped, from its first
+// read of the queue.
+func TestSemaphoreNoSchema(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		db := dbtest.Open(t, d)
+		l, err := dblock.New(db, dblock.WithTable(dbtest.TableName()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		s, err := dblock.NewSemaphore(l, "s", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := ctxT(t, 30*time.Second)
+		if _, err := s.TryAcquire(ctx); !errors.Is(err, dblock.ErrNoSchema) {
+			t.Fatalf("TryAcquire without a table = %v, want ErrNoSchema", err)
+		}
+		_, err = s.Acquire(ctx)
+		if !errors.Is(err, dblock.ErrNoSchema) || ctx.Err() != nil {
+			t.Fatalf("Acquire without a table = %v (context: %v), want ErrNoSchema at once", err, ctx.Err())
+		}
+		if msg := err.Error(); !strings.HasPrefix(msg, "dblock: ") || strings.Count(msg, "dblock: ") != 1 {
+			t.Errorf("Acquire without a table: %q, want one \"dblock: \" prefix", msg)
+		}
+	})
+}

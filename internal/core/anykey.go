@@ -62,7 +62,9 @@ func (a *AnyKey) Wait(ctx context.Context, rec *waiters.Call) (*Lock, error) {
 	for a.waiting.Load() == 0 {
 		// Nobody waits: take a key now, as TryAcquire would.
 		st, err := e.fifo.Read(ctx, a.qkey, fifo.NoTicket, "")
-		if err == nil {
+		if err != nil {
+			err = e.WrapErr("read the queue of", a.name, err) // a missing table: ErrNoSchema
+		} else {
 			if st.Ahead > 0 {
 				break
 			}
@@ -150,6 +152,8 @@ func (a *AnyKey) waitTurn(ctx context.Context, t int64, lastErr *error) (*Lock, 
 			reads++
 			st, err = e.fifo.Read(ctx, a.qkey, t, "")
 			switch {
+			case err != nil:
+				err = e.WrapErr("read the queue of", a.name, err)
 			case err == nil && !st.Live:
 				return nil, fifo.ErrTicketLost
 			case err == nil && st.Ahead < window:

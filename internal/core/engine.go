@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -215,13 +214,14 @@ func (e *Engine) releaseAll(ctx context.Context, held []*Lock) error {
 	return errors.Join(errs...)
 }
 
-// wrapErr turns a driver error into dblock's: a missing table becomes
-// dberr.ErrNoSchema, a cancelled context stays visible.
+// WrapErr turns a driver error into dblock's: a missing table becomes
+// dberr.ErrNoSchema, a cancelled context stays visible. The text says
+// "dblock: " once (dberr.Errorf).
 func (e *Engine) WrapErr(op, key string, err error) error {
 	if e.d.Classify(err) == dialect.NoTable {
-		return fmt.Errorf("dblock: %s %q: %w (table %s): %w", op, key, dberr.ErrNoSchema, e.cfg.Table, err)
+		return dberr.Errorf("dblock: %s %q: %w (table %s): %w", op, key, dberr.ErrNoSchema, e.cfg.Table, err)
 	}
-	return fmt.Errorf("dblock: %s %q: %w", op, key, err)
+	return dberr.Errorf("dblock: %s %q: %w", op, key, err)
 }
 
 // debugging reports whether e logs at debug level. The hot paths ask first:
