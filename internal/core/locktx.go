@@ -88,8 +88,8 @@ func (e *Engine) TxErr(ctx context.Context, op, key string, err error) error {
 	if errors.Is(err, dialect.ErrLocked) {
 		return err
 	}
-	if ctx.Err() != nil {
-		return fmt.Errorf("dblock: %s %q: %w: %w", op, key, ctxErr(ctx), err)
+	if dberr.Ended(ctx) {
+		return dberr.Errorf("dblock: %s %q: %w", op, key, dberr.CtxWith(ctx, err))
 	}
 	if td := e.d.Tx(); td != nil {
 		if s := td.TxErr(err); s != nil {

@@ -2,8 +2,8 @@ package core
 
 import (
 	"context"
-	"fmt"
 
+	"github.com/dblockhq/dblock/internal/dberr"
 	"github.com/dblockhq/dblock/internal/dialect"
 )
 
@@ -21,16 +21,16 @@ func (e *Engine) transient(err error) bool {
 // transient database error the wait last rode out, if any.
 func WaitEnded(ctx context.Context, key string, last error) error {
 	if last != nil {
-		return fmt.Errorf("dblock: waiting for %q: %w (last database error: %w)", key, ctxErr(ctx), last)
+		return dberr.Errorf("dblock: waiting for %q: %w (last database error: %w)", key, ctxErr(ctx), last)
 	}
-	return fmt.Errorf("dblock: waiting for %q: %w", key, ctxErr(ctx))
+	return dberr.Errorf("dblock: waiting for %q: %w", key, ctxErr(ctx))
 }
 
 // RideOut decides what a wait for key does with err from an attempt: it
 // returns true to wait and try again (err is transient and ctx lives on),
 // after noting err in *last and logging it.
 func (e *Engine) RideOut(ctx context.Context, key string, err error, last *error) bool {
-	if ctx.Err() != nil || !e.transient(err) {
+	if dberr.Ended(ctx) || !e.transient(err) { // an error of ctx's deadline is not the database's
 		return false
 	}
 	if *last == nil {

@@ -62,9 +62,9 @@ func (e *Engine) Try(ctx context.Context, key string, lc LockConfig) (*Lock, err
 				continue
 			}
 			if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
-				// The driver saw ctx's deadline (a dial or read timeout)
-				// before ctx itself reports it: say so.
-				return nil, fmt.Errorf("dblock: acquire %q: %w: %w", key, context.DeadlineExceeded, err)
+				// The driver saw ctx's deadline (a dial or read timeout),
+				// maybe before ctx itself reports it: say so, once.
+				return nil, dberr.Errorf("dblock: acquire %q: %w", key, dberr.CtxWith(ctx, err))
 			}
 			return nil, e.WrapErr("acquire", key, err)
 		}

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 )
@@ -87,4 +88,35 @@ func Ctx(ctx context.Context) error {
 		return fmt.Errorf("%w: %w", ctx.Err(), cause)
 	}
 	return ctx.Err()
+}
+
+// Ended reports whether ctx has ended or its deadline has passed: a
+// driver may see the deadline (a dial or read timeout) before ctx says so.
+func Ended(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ctx.Err() != nil || ok && !time.Now().Before(dl)
+}
+
+// CtxWith returns err, from a statement that ctx's end (Ended) cut short,
+// wrapping ctx's error and its cause too (Ctx), each said once: err as it
+// is where it says them already (a driver returns ctx.Err() itself, or
+// wraps it).
+func CtxWith(ctx context.Context, err error) error {
+	end, cerr := ctx.Err(), Ctx(ctx)
+	if end == nil { // the deadline passed, which ctx does not say yet
+		end, cerr = context.DeadlineExceeded, context.DeadlineExceeded
+	}
+	if !Says(err, end) {
+		return fmt.Errorf("%w: %w", cerr, err)
+	}
+	if cause := context.Cause(ctx); cause != nil && !Says(err, cause) {
+		return fmt.Errorf("%w: %w", err, cause)
+	}
+	return err
+}
+
+// Says reports whether err wraps target and its text says target's: a
+// net timeout matches context.DeadlineExceeded but reads "i/o timeout".
+func Says(err, target error) bool {
+	return errors.Is(err, target) && strings.Contains(err.Error(), target.Error())
 }
