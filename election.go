@@ -77,7 +77,7 @@ func NewElection(l *Locker, name string, opts ...ElectionOption) (*Election, err
 		return nil, fmt.Errorf("%w: empty election name", ErrInvalidKey)
 	}
 	if err := ValidateKey(key); err != nil {
-		return nil, fmt.Errorf("election name %q: %w", name, err)
+		return nil, keys.NameErr("election", name, err)
 	}
 	cfg := electionConfig{poll: 250 * time.Millisecond}
 	for _, o := range opts {

@@ -183,15 +183,15 @@ func TestRunWhileLeader(t *testing.T) {
 func TestElectionBadInput(t *testing.T) {
 	l, _, _ := dbtest.Locker(t, dblock.SQLite)
 	for _, name := range []string{"", strings.Repeat("n", dblock.MaxKeyLen), "a\x00b"} {
-		if _, err := dblock.NewElection(l, name); !errors.Is(err, dblock.ErrInvalidKey) {
-			t.Errorf("NewElection(%q) = %v, want ErrInvalidKey", name, err)
+		if _, err := dblock.NewElection(l, name); !errors.Is(err, dblock.ErrInvalidKey) || !prefixedOnce(err) {
+			t.Errorf("NewElection(%q) = %v, want ErrInvalidKey, prefixed \"dblock: \" once", name, err)
 		}
 	}
-	if _, err := dblock.NewElection(l, "x", dblock.ElectionTTL(0)); !errors.Is(err, dblock.ErrInvalidOption) {
-		t.Errorf("ElectionTTL(0) = %v, want ErrInvalidOption", err)
+	if _, err := dblock.NewElection(l, "x", dblock.ElectionTTL(0)); !errors.Is(err, dblock.ErrInvalidOption) || !prefixedOnce(err) {
+		t.Errorf("ElectionTTL(0) = %v, want ErrInvalidOption, prefixed \"dblock: \" once", err)
 	}
-	if _, err := dblock.NewElection(nil, "x"); err == nil {
-		t.Error("NewElection on a nil Locker succeeded")
+	if _, err := dblock.NewElection(nil, "x"); !prefixedOnce(err) {
+		t.Errorf("NewElection on a nil Locker = %v, want an error prefixed \"dblock: \" once", err)
 	}
 	e, _ := dblock.NewElection(l, "x")
 	if _, err := e.Campaign(ctxT(t, 10*time.Second), make([]byte, dblock.MaxDataLen+1)); !errors.Is(err, dblock.ErrInvalidOption) {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,4 +109,10 @@ func openSQLiteFile(t testing.TB, path string) *sql.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// prefixedOnce reports whether err's text begins with "dblock: " and says
+// it nowhere else.
+func prefixedOnce(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "dblock: ") && strings.Count(err.Error(), "dblock: ") == 1
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dblockhq/dblock/internal/core"
+	"github.com/dblockhq/dblock/internal/keys"
 	"github.com/dblockhq/dblock/internal/loglimit"
 )
 
@@ -269,7 +270,7 @@ type lockConfig struct {
 // memo where that matters.
 func Owner(memo string) LockOption {
 	return func(c *lockConfig) error {
-		if err := validateText("owner", memo, MaxOwnerLen); err != nil {
+		if err := keys.Text("owner", memo, MaxOwnerLen); err != nil {
 			return err
 		}
 		c.cfg.Owner = memo

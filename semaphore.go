@@ -50,7 +50,7 @@ func NewSemaphore(l *Locker, name string, permits int) (*Semaphore, error) {
 	for i := range permits {
 		key := semaphorePrefix + name + "/" + strconv.Itoa(i)
 		if err := ValidateKey(key); err != nil {
-			return nil, fmt.Errorf("semaphore name %q: %w", name, err)
+			return nil, keys.NameErr("semaphore", name, err)
 		}
 		s.keys = append(s.keys, key)
 	}

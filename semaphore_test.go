@@ -133,14 +133,17 @@ func TestSemaphoreHolderStalls(t *testing.T) {
 func TestSemaphoreBadInput(t *testing.T) {
 	l, _, _ := dbtest.Locker(t, dblock.SQLite)
 	for _, n := range []int{0, -1, dblock.MaxPermits + 1} {
-		if _, err := dblock.NewSemaphore(l, "s", n); !errors.Is(err, dblock.ErrInvalidOption) {
-			t.Errorf("NewSemaphore with %d permits = %v, want ErrInvalidOption", n, err)
+		if _, err := dblock.NewSemaphore(l, "s", n); !errors.Is(err, dblock.ErrInvalidOption) || !prefixedOnce(err) {
+			t.Errorf("NewSemaphore with %d permits = %v, want ErrInvalidOption, prefixed \"dblock: \" once", n, err)
 		}
 	}
-	for _, name := range []string{"", strings.Repeat("n", dblock.MaxKeyLen)} {
-		if _, err := dblock.NewSemaphore(l, name, 2); !errors.Is(err, dblock.ErrInvalidKey) {
-			t.Errorf("NewSemaphore(%q) = %v, want ErrInvalidKey", name, err)
+	for _, name := range []string{"", strings.Repeat("n", dblock.MaxKeyLen), "a\x00b"} {
+		if _, err := dblock.NewSemaphore(l, name, 2); !errors.Is(err, dblock.ErrInvalidKey) || !prefixedOnce(err) {
+			t.Errorf("NewSemaphore(%q) = %v, want ErrInvalidKey, prefixed \"dblock: \" once", name, err)
 		}
+	}
+	if _, err := dblock.NewSemaphore(nil, "s", 2); !prefixedOnce(err) {
+		t.Errorf("NewSemaphore on a nil Locker = %v, want an error prefixed \"dblock: \" once", err)
 	}
 	s, _ := dblock.NewSemaphore(l, "s", 1)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -5,7 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/dblockhq/dblock/internal/keys"
 )
 
 const (
@@ -32,7 +33,7 @@ var tableRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // ValidateKey reports why key cannot name a lock, or nil if it can. The error
 // wraps ErrInvalidKey.
 func ValidateKey(key string) error {
-	return validateText("key", key, MaxKeyLen)
+	return keys.Text("key", key, MaxKeyLen)
 }
 
 // reservedPrefixes start the keys of the rows dblock names itself: shared
@@ -60,20 +61,6 @@ func ValidatePlainKey(key string) error {
 		if strings.HasPrefix(key, r.prefix) {
 			return fmt.Errorf("%w: key %q starts with %q, reserved for %s", ErrInvalidKey, key, r.prefix, r.use)
 		}
-	}
-	return nil
-}
-
-func validateText(what, s string, max int) error {
-	switch {
-	case s == "":
-		return fmt.Errorf("%w: %s is empty", ErrInvalidKey, what)
-	case len(s) > max:
-		return fmt.Errorf("%w: %s is %d bytes, longer than %d", ErrInvalidKey, what, len(s), max)
-	case !utf8.ValidString(s):
-		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidKey, what)
-	case strings.IndexByte(s, 0) >= 0:
-		return fmt.Errorf("%w: %s contains a NUL byte", ErrInvalidKey, what)
 	}
 	return nil
 }

@@ -2,10 +2,17 @@
 // table: an election's leadership, a semaphore's permits, a shared key's
 // readers and writer, each under a prefix that plain keys cannot take;
 // and, from a key, what it stands for (Describe) and which rows keep a
-// waiter for it waiting (Blocks). It holds no state.
+// waiter for it waiting (Blocks); and which texts may name a key, an owner
+// or a primitive (Text, NameErr). It holds no state.
 package keys
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/dblockhq/dblock/internal/dberr"
+)
 
 // The prefixes and the waiter slot of the primitives' keys.
 const (
@@ -94,4 +101,28 @@ func cutSlot(s string) (string, int, bool) {
 		n = n*10 + int(ch-'0')
 	}
 	return s[:i], n, true
+}
+
+// Text reports why s cannot be what (a key, an owner memo) of at most max
+// bytes, or nil: it is empty, too long, not valid UTF-8, or holds a NUL
+// byte. The error wraps dberr.ErrInvalidKey.
+func Text(what, s string, max int) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%w: %s is empty", dberr.ErrInvalidKey, what)
+	case len(s) > max:
+		return fmt.Errorf("%w: %s is %d bytes, longer than %d", dberr.ErrInvalidKey, what, len(s), max)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: %s is not valid UTF-8", dberr.ErrInvalidKey, what)
+	case strings.IndexByte(s, 0) >= 0:
+		return fmt.Errorf("%w: %s contains a NUL byte", dberr.ErrInvalidKey, what)
+	}
+	return nil
+}
+
+// NameErr is the error of a primitive's name (kind: "semaphore",
+// "election") whose key err refuses: "dblock: semaphore name \"x\":
+// invalid key: ...", said once, wrapping err.
+func NameErr(kind, name string, err error) error {
+	return dberr.Errorf("dblock: %s name %q: %w", kind, name, err)
 }
