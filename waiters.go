@@ -193,7 +193,8 @@ func (r Resource) String() string {
 
 // Describe says what key stands for, reading the prefixes of elections,
 // semaphores and shared locks (which plain keys cannot take, see
-// ValidatePlainKey).
+// ValidatePlainKey). A prefix with an empty name ("election/") names no
+// election, semaphore or shared key, which all refuse one: KindLock.
 func Describe(key string) Resource {
 	kind, name, slot := keys.Describe(key)
 	return Resource{Kind: Kind(kind), Name: name, Slot: slot}

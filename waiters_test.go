@@ -383,6 +383,14 @@ func TestDescribe(t *testing.T) {
 		"rw/x/r/w":             {Kind: dblock.KindWriter, Name: "x/r", Slot: -1},
 		"rw/x/r/r/3":           {Kind: dblock.KindReader, Name: "x/r", Slot: 3},
 		"rw/report/q":          {Kind: dblock.KindLock, Name: "rw/report/q", Slot: -1},
+		// No primitive has an empty name (NewElection, NewSemaphore and
+		// RLock refuse one): such keys are plain keys.
+		"election/":    {Kind: dblock.KindLock, Name: "election/", Slot: -1},
+		"semaphore//*": {Kind: dblock.KindLock, Name: "semaphore//*", Slot: -1},
+		"semaphore//0": {Kind: dblock.KindLock, Name: "semaphore//0", Slot: -1},
+		"rw//w":        {Kind: dblock.KindLock, Name: "rw//w", Slot: -1},
+		"rw//r":        {Kind: dblock.KindLock, Name: "rw//r", Slot: -1},
+		"rw//r/2":      {Kind: dblock.KindLock, Name: "rw//r/2", Slot: -1},
 	} {
 		if got := dblock.Describe(key); got != want {
 			t.Errorf("Describe(%q) = %+v, want %+v", key, got, want)

@@ -35,8 +35,19 @@ const (
 
 // Describe returns what key stands for: its kind, the name the program
 // gave, and the permit's or reader's number (-1: none, or a waiter's
-// record that waits for any of them).
+// record that waits for any of them). A primitive's prefix with an empty
+// name ("election/", "rw//w") names no primitive (NewElection, NewSemaphore
+// and RLock refuse an empty name, as ValidateKey does): it is described as
+// the key it is, Lock.
 func Describe(key string) (kind, name string, slot int) {
+	if kind, name, slot = describe(key); name == "" {
+		return Lock, key, -1
+	}
+	return kind, name, slot
+}
+
+// describe is Describe, empty names included.
+func describe(key string) (kind, name string, slot int) {
 	if name, ok := strings.CutPrefix(key, Election); ok {
 		return Leader, name, -1
 	}
