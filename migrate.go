@@ -21,14 +21,14 @@ func SchemaVersion() int64 {
 	return ms[len(ms)-1].Version
 }
 
-// Migrate creates or upgrades the lock table (WithTable, WithDialect apply;
-// other options are ignored) and records each version applied in
-// <table>_version. It applies only what is missing, so calling it again is
-// harmless; concurrent calls from many processes are serialised by a database
-// lock (pg_advisory_lock, GET_LOCK, or on SQLite a BEGIN IMMEDIATE transaction
-// holding the migration); and it refuses, with ErrSchemaTooNew, a
-// database migrated by a newer dblock. It needs DDL privileges; the locks
-// themselves do not.
+// Migrate creates or upgrades the lock table and records each version applied
+// in <table>_version. It takes WithTable, WithDialect, WithLogger, WithHistory
+// and WithPortable, and refuses a Locker's other options with ErrInvalidOption.
+// It applies only what is missing, so calling it again is harmless; concurrent
+// calls from many processes are serialised by a database lock
+// (pg_advisory_lock, GET_LOCK, or on SQLite a BEGIN IMMEDIATE transaction
+// holding the migration); and it refuses, with ErrSchemaTooNew, a database
+// migrated by a newer dblock. It needs DDL privileges; the locks do not.
 func Migrate(ctx context.Context, db *sql.DB, opts ...Option) (err error) {
 	if db == nil {
 		return fmt.Errorf("%w: nil *sql.DB", ErrInvalidOption)
@@ -38,7 +38,7 @@ func Migrate(ctx context.Context, db *sql.DB, opts ...Option) (err error) {
 		return err
 	}
 	if len(c.lockerOnly) > 0 {
-		return fmt.Errorf("%w: Migrate takes WithTable, WithDialect and WithLogger, not %s", ErrInvalidOption, strings.Join(c.lockerOnly, ", "))
+		return fmt.Errorf("%w: Migrate takes WithTable, WithDialect, WithLogger, WithHistory and WithPortable, not %s", ErrInvalidOption, strings.Join(c.lockerOnly, ", "))
 	}
 	d, _, err := resolveDialect(db, c)
 	if err != nil {

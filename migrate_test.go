@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -244,13 +245,24 @@ func TestOldSchemaSaysMigrate(t *testing.T) {
 // and every sentinel error's text starts with "dblock:".
 func TestMigrateRejectsLockerOptions(t *testing.T) {
 	db := dbtest.Open(t, dblock.SQLite)
-	for _, o := range []dblock.Option{dblock.WithTTL(time.Minute), dblock.WithHeartbeat(time.Second),
-		dblock.WithRetry(time.Millisecond, time.Second), dblock.WithDurableRelease(), dblock.WithoutCombining(), dblock.WithFIFO()} {
-		if err := dblock.Migrate(context.Background(), db, o); !errors.Is(err, dblock.ErrInvalidOption) {
-			t.Errorf("Migrate with a Locker option: %v, want ErrInvalidOption", err)
+	for name, o := range map[string]dblock.Option{"WithTTL": dblock.WithTTL(time.Minute), "WithHeartbeat": dblock.WithHeartbeat(time.Second),
+		"WithRetry": dblock.WithRetry(time.Millisecond, time.Second), "WithDurableRelease": dblock.WithDurableRelease(),
+		"WithoutCombining": dblock.WithoutCombining(), "WithFIFO": dblock.WithFIFO(), "WithWaiterRecords": dblock.WithWaiterRecords(time.Second),
+		"WithHistoryRetention": dblock.WithHistoryRetention(time.Hour)} {
+		err := dblock.Migrate(context.Background(), db, o)
+		if !errors.Is(err, dblock.ErrInvalidOption) {
+			t.Errorf("Migrate with %s: %v, want ErrInvalidOption", name, err)
+			continue
+		}
+		// The error names the option refused, and every option Migrate takes.
+		for _, want := range []string{"not " + name, "WithTable", "WithDialect", "WithLogger", "WithHistory", "WithPortable"} {
+			if !regexp.MustCompile(`\b` + want + `\b`).MatchString(err.Error()) {
+				t.Errorf("Migrate with %s: %q does not say %q", name, err, want)
+			}
 		}
 	}
-	if err := dblock.Migrate(context.Background(), db, dblock.WithTable(dbtest.TableName()), dblock.WithLogger(slog.New(slog.DiscardHandler))); err != nil {
+	if err := dblock.Migrate(context.Background(), db, dblock.WithTable(dbtest.TableName()), dblock.WithLogger(slog.New(slog.DiscardHandler)),
+		dblock.WithDialect(dblock.SQLite), dblock.WithPortable(), dblock.WithHistory()); err != nil {
 		t.Fatalf("Migrate with its own options: %v", err)
 	}
 	for _, e := range []error{dblock.ErrLocked, dblock.ErrNotHeld, dblock.ErrLockLost, dblock.ErrClosed, dblock.ErrInvalidKey,
