@@ -59,6 +59,8 @@ func TestBadInputs(t *testing.T) {
 			{"TTL below MinTTL", newErr(db, dblock.WithTTL(time.Nanosecond)), dblock.ErrInvalidOption},
 			{"TTL above MaxTTL", newErr(db, dblock.WithTTL(dblock.MaxTTL+1)), dblock.ErrInvalidOption},
 			{"zero heartbeat", newErr(db, dblock.WithHeartbeat(0)), dblock.ErrInvalidOption},
+			{"heartbeat of a nanosecond", newErr(db, dblock.WithHeartbeat(time.Nanosecond)), dblock.ErrInvalidOption},
+			{"heartbeat below a millisecond", newErr(db, dblock.WithHeartbeat(time.Millisecond-1)), dblock.ErrInvalidOption},
 			{"heartbeat above TTL/2", newErr(db, dblock.WithTTL(30*time.Second), dblock.WithHeartbeat(16*time.Second)), dblock.ErrInvalidOption},
 			{"nil logger", newErr(db, dblock.WithLogger(nil)), dblock.ErrInvalidOption},
 			{"unknown dialect name", newErr(db, dblock.WithDialect("oracle")), dblock.ErrInvalidOption},

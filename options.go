@@ -122,12 +122,12 @@ func WithTTL(d time.Duration) Option {
 
 // WithHeartbeat sets how often held leases are renewed (default TTL/3). New
 // rejects an interval above TTL/2, which would leave no time to retry a
-// failed renewal before the lease ends.
+// failed renewal before the lease ends, and one below a millisecond.
 func WithHeartbeat(d time.Duration) Option {
 	return func(c *config) error {
 		c.lockerOnly = append(c.lockerOnly, "WithHeartbeat")
-		if d <= 0 {
-			return fmt.Errorf("%w: heartbeat %v must be positive", ErrInvalidOption, d)
+		if d < time.Millisecond {
+			return fmt.Errorf("%w: heartbeat %v, want at least 1ms (and at most half the TTL)", ErrInvalidOption, d)
 		}
 		c.heartbeat = d
 		return nil
