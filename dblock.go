@@ -127,25 +127,12 @@ var dialects = map[Dialect]func(dialect.Config) dialect.Dialect{
 	SQLite:   sqlite.New,
 }
 
-// detectDialect learns the dialect from db's driver.
-func detectDialect(db *sql.DB) (Dialect, error) {
-	name, ok, drv := dialect.Detect(db.Driver())
-	switch {
-	case ok:
-		return Dialect(name), nil
-	case drv == "":
-		return "", fmt.Errorf("%w: nil driver; pass WithDialect", ErrUnknownDialect)
-	}
-	return "", fmt.Errorf("%w: driver %s; pass WithDialect", ErrUnknownDialect, drv)
-}
-
+// resolveDialect returns the dialect WithDialect names, refused when it is
+// not that of a driver dblock knows, or else the one learned from db's driver.
 func resolveDialect(db *sql.DB, c config) (dialect.Dialect, Dialect, error) {
-	name := c.dialect
-	if name == "" {
-		var err error
-		if name, err = detectDialect(db); err != nil {
-			return nil, "", err
-		}
+	name, err := dialect.Resolve(db.Driver(), string(c.dialect))
+	if err != nil {
+		return nil, "", err
 	}
-	return dialects[name](dialect.Config{Table: c.table, DurableRelease: c.durableRelease, Portable: c.portable}), name, nil
+	return dialects[Dialect(name)](dialect.Config{Table: c.table, DurableRelease: c.durableRelease, Portable: c.portable}), Dialect(name), nil
 }

@@ -32,6 +32,7 @@ func TestBadInputs(t *testing.T) {
 			_, err := dblock.New(db, opts...)
 			return err
 		}
+		other := map[dblock.Dialect]dblock.Dialect{dblock.Postgres: dblock.SQLite, dblock.MySQL: dblock.Postgres, dblock.SQLite: dblock.MySQL}[d]
 		tryErr := func(key string, opts ...dblock.LockOption) error {
 			lk, err := l.TryLock(ctx, key, opts...)
 			if err == nil {
@@ -64,6 +65,8 @@ func TestBadInputs(t *testing.T) {
 			{"heartbeat above TTL/2", newErr(db, dblock.WithTTL(30*time.Second), dblock.WithHeartbeat(16*time.Second)), dblock.ErrInvalidOption},
 			{"nil logger", newErr(db, dblock.WithLogger(nil)), dblock.ErrInvalidOption},
 			{"unknown dialect name", newErr(db, dblock.WithDialect("oracle")), dblock.ErrInvalidOption},
+			{"dialect not the driver's", newErr(db, dblock.WithDialect(other)), dblock.ErrInvalidOption},
+			{"Migrate with a dialect not the driver's", dblock.Migrate(ctx, db, dblock.WithTable(dbtest.TableName()), dblock.WithDialect(other)), dblock.ErrInvalidOption},
 			{"bad retry bounds", newErr(db, dblock.WithRetry(time.Second, time.Millisecond)), dblock.ErrInvalidOption},
 			{"nil option", newErr(db, nil), dblock.ErrInvalidOption},
 			{"unrecognised driver", newErr(unknown), dblock.ErrUnknownDialect},

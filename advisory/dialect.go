@@ -63,17 +63,15 @@ var dialects = map[dblock.Dialect]dialect{
 }
 
 // resolveDialect returns the dialect named by the option, or learned from
-// db's driver by the same rule as dblock.New.
+// db's driver, by the same rule as dblock.New: a named dialect must be that
+// of a driver dblock knows.
 func resolveDialect(db *sql.DB, name dblock.Dialect) (dialect, dblock.Dialect, error) {
-	if name == "" {
-		found, ok, drv := ddialect.Detect(db.Driver())
-		switch {
-		case drv == "":
-			return nil, "", fmt.Errorf("%w: nil driver; pass WithDialect", dblock.ErrUnknownDialect)
-		case !ok || dialects[dblock.Dialect(found)] == nil:
-			return nil, "", fmt.Errorf("%w: driver %s; pass WithDialect", dblock.ErrUnknownDialect, drv)
-		}
-		name = dblock.Dialect(found)
+	found, err := ddialect.Resolve(db.Driver(), string(name))
+	if err != nil {
+		return nil, "", err
 	}
-	return dialects[name], name, nil
+	if dialects[dblock.Dialect(found)] == nil { // SQLite: no advisory locks
+		return nil, "", fmt.Errorf("%w: %s has no advisory locks; pass WithDialect", dblock.ErrUnknownDialect, found)
+	}
+	return dialects[dblock.Dialect(found)], dblock.Dialect(found), nil
 }

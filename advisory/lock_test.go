@@ -124,10 +124,14 @@ func TestInvalidInput(t *testing.T) {
 		if _, err := advisory.New(nil); !errors.Is(err, dblock.ErrInvalidOption) {
 			t.Errorf("New(nil): %v", err)
 		}
+		other := map[dblock.Dialect]dblock.Dialect{dblock.Postgres: dblock.MySQL, dblock.MySQL: dblock.Postgres}[d]
 		for _, o := range []advisory.Option{nil, advisory.WithDialect("oracle"), advisory.WithProbeInterval(0),
-			advisory.WithIdleConns(-1), advisory.WithLogger(nil)} {
-			if _, err := advisory.New(db, o); !errors.Is(err, dblock.ErrInvalidOption) {
+			advisory.WithIdleConns(-1), advisory.WithLogger(nil), advisory.WithDialect(other)} {
+			if bad, err := advisory.New(db, o); !errors.Is(err, dblock.ErrInvalidOption) {
 				t.Errorf("New with a bad option: %v, want ErrInvalidOption", err)
+				if err == nil {
+					_ = bad.Close()
+				}
 			}
 		}
 		if err := l.LockTx(ctx, nil, "k"); !errors.Is(err, dblock.ErrInvalidOption) {

@@ -2,7 +2,10 @@ package dialect
 
 import (
 	"database/sql/driver"
+	"fmt"
 	"reflect"
+
+	"github.com/dblockhq/dblock/internal/dberr"
 )
 
 // The dialects' names.
@@ -35,4 +38,24 @@ func Detect(drv driver.Driver) (name string, ok bool, driverName string) {
 	}
 	name, ok = drivers[t.PkgPath()]
 	return name, ok, t.String()
+}
+
+// Resolve names the dialect of a pool on drv: given (WithDialect, "" for
+// none), which must be drv's where Detect knows drv (a wrapped driver it
+// does not know may be anything), or else the one Detect names. Its errors
+// wrap dberr.ErrInvalidOption (given is not drv's dialect) or
+// dberr.ErrUnknownDialect (none given, and drv unknown).
+func Resolve(drv driver.Driver, given string) (string, error) {
+	name, ok, driverName := Detect(drv)
+	switch {
+	case given != "" && ok && given != name:
+		return "", fmt.Errorf("%w: dialect %s on a %s driver (%s)", dberr.ErrInvalidOption, given, name, driverName)
+	case given != "":
+		return given, nil
+	case ok:
+		return name, nil
+	case driverName == "":
+		return "", fmt.Errorf("%w: nil driver; pass WithDialect", dberr.ErrUnknownDialect)
+	}
+	return "", fmt.Errorf("%w: driver %s; pass WithDialect", dberr.ErrUnknownDialect, driverName)
 }
