@@ -84,10 +84,10 @@ func (l *Locker) lockAny(ctx context.Context, key string, opts []LockOption) (*L
 }
 
 // Do takes key (waiting as Lock does), runs fn, and releases the lock. fn's
-// context is cancelled if the lock is lost while fn runs; context.Cause then
-// wraps ErrLockLost with the reason. Do returns fn's error joined with any
-// error from releasing the lock (ErrNotHeld wrapping ErrLockLost when it was
-// lost), so a lost lock is never silent.
+// context is cancelled if the lock ends while fn runs; context.Cause then
+// wraps ErrLockLost with the reason, or ErrMaxHold. Do returns fn's error
+// joined with any error from releasing the lock (ErrNotHeld wrapping ErrLockLost
+// when it was lost; ErrMaxHold, and ErrNotHeld, after MaxHold), never silent.
 func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...LockOption) error {
 	if err := l.usable(); err != nil {
 		return err
@@ -99,7 +99,7 @@ func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context
 	if err != nil {
 		return err
 	}
-	return lockrun.Run(ctx, lk.c().Ctx(), l.observeDo(lk, fn), lk.Unlock)
+	return lockrun.Run(ctx, lk.c().Ctx(), l.observeDo(lk, fn), lk.c().EndRun)
 }
 
 func (l *Locker) lockConfig(key string, opts []LockOption) (lockConfig, error) {

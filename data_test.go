@@ -2,6 +2,7 @@ package dblock_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -137,6 +138,42 @@ func TestMaxHold(t *testing.T) {
 		early := mustLock(t)(l.TryLock(ctx, "e", dblock.MaxHold(time.Hour)))
 		if err := early.Unlock(ctx); err != nil || !errors.Is(early.Err(), dblock.ErrReleased) {
 			t.Errorf("Unlock before MaxHold = %v, Err %v", err, early.Err())
+		}
+	})
+}
+
+// TestDoMaxHold: Do whose lock its MaxHold ended returns an error that
+// says so first, wrapping ErrMaxHold (the documented sentinel) and still
+// ErrNotHeld (the lock was no longer held when fn returned), never
+// ErrLockLost: the lock was released on purpose. Before, the error led
+// with "lock not held", which Do's doc gives for a lost lock.
+func TestDoMaxHold(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		ctx := ctxT(t, 30*time.Second)
+		l, _, _ := dbtest.Locker(t, d, dblock.WithTTL(time.Minute))
+		var cause error
+		err := l.Do(ctx, "do-m", func(fctx context.Context) error {
+			<-fctx.Done() // ended by MaxHold, long before ctx or the lease
+			cause = context.Cause(fctx)
+			return nil
+		}, dblock.MaxHold(100*time.Millisecond))
+		if !errors.Is(cause, dblock.ErrMaxHold) {
+			t.Fatalf("fn's context ended with %v, want ErrMaxHold", cause)
+		}
+		if !errors.Is(err, dblock.ErrMaxHold) || !errors.Is(err, dblock.ErrNotHeld) || errors.Is(err, dblock.ErrLockLost) {
+			t.Fatalf("Do past MaxHold = %v, want ErrMaxHold (and ErrNotHeld), not ErrLockLost", err)
+		}
+		if !strings.HasPrefix(err.Error(), dblock.ErrMaxHold.Error()) || !prefixedOnce(err) {
+			t.Errorf("Do past MaxHold = %q, want it to begin %q, prefixed \"dblock: \" once", err, dblock.ErrMaxHold)
+		}
+		// fn's error comes first, joined with the MaxHold's.
+		ferr := errors.New("job failed")
+		err = l.Do(ctx, "do-m", func(fctx context.Context) error {
+			<-fctx.Done()
+			return ferr
+		}, dblock.MaxHold(100*time.Millisecond))
+		if !errors.Is(err, ferr) || !errors.Is(err, dblock.ErrMaxHold) {
+			t.Errorf("Do past MaxHold with fn's error = %v, want both", err)
 		}
 	})
 }

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -27,6 +28,18 @@ func (k *Lock) Release(ctx context.Context, cause error) error {
 		return err
 	}
 	return k.releaseOnce(ctx, cause)
+}
+
+// EndRun releases k when a function run under it (Do) returns: Release
+// with dberr.ErrReleased. When k's MaxHold ended it first, its error says
+// that first: it wraps dberr.ErrMaxHold, the documented end, as well as
+// dberr.ErrNotHeld, not leading with the latter, which a lost lock gets.
+func (k *Lock) EndRun(ctx context.Context) error {
+	err := k.Release(ctx, dberr.ErrReleased)
+	if err != nil && errors.Is(k.Err(), dberr.ErrMaxHold) {
+		return dberr.Errorf("%w: %q, before its function returned (%w)", dberr.ErrMaxHold, k.Key(), dberr.ErrNotHeld)
+	}
+	return err
 }
 
 // releaseOnce is release, unobserved.
