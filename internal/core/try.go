@@ -42,6 +42,10 @@ func (e *Engine) TryLock(ctx context.Context, key string, lc LockConfig) (*Lock,
 	return e.Try(ctx, key, lc)
 }
 
+// MaxSiblingRetries bounds how often a try under the holder's Owner goes
+// again after meeting a sibling re-entry's statement on the row.
+const MaxSiblingRetries = 64
+
 // MaxRollbackRetries bounds how often an acquire the database rolled back
 // (deadlock, serialization failure) is sent again before the error is returned.
 const MaxRollbackRetries = 5
@@ -51,6 +55,7 @@ func (e *Engine) Try(ctx context.Context, key string, lc LockConfig) (*Lock, err
 	if e.isClosed() {
 		return nil, dberr.ErrClosed
 	}
+	siblings := 0 // tries again after meeting a sibling re-entry
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
 		if lc.Tries != nil {
@@ -69,11 +74,13 @@ func (e *Engine) Try(ctx context.Context, key string, lc LockConfig) (*Lock, err
 			return nil, e.WrapErr("acquire", key, err)
 		}
 		if !ok {
-			if lc.ExplicitOwner && ctx.Err() == nil && e.holdsAs(key, lc.Owner) {
+			if lc.ExplicitOwner && ctx.Err() == nil && siblings < MaxSiblingRetries && e.holdsAs(key, lc.Owner) {
 				// This Locker holds key under our Owner: the take met a
 				// sibling re-entry's statement on the row (a no-wait
 				// take), not another owner. Try again, as mayTry lets a
-				// waiter do.
+				// waiter do; a bounded number of times, since a lease
+				// lost without our knowing yet looks the same.
+				siblings++
 				attempt--
 				continue
 			}
