@@ -17,33 +17,11 @@ import (
 func TestConcurrentReentries(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
 		l, _, _ := dbtest.Locker(t, d)
-		ctx := ctxT(t, time.Minute)
-		first := mustLock(t)(l.TryLock(ctx, "re", dblock.Owner("o")))
-		for round := range 10 {
-			var wg sync.WaitGroup
-			errs := make(chan error, 8)
-			for range 8 {
-				wg.Go(func() {
-					cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-					defer cancel()
-					lk, err := l.Lock(cctx, "re", dblock.Owner("o"))
-					if err == nil {
-						err = lk.Unlock(ctx)
-					}
-					errs <- err
-				})
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				if err != nil {
-					t.Fatalf("round %d: a re-entry under the holder's Owner: %v", round, err)
-				}
-			}
-		}
-		if err := first.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
+		raceReentries(t, l, 10, func(ctx context.Context) (*dblock.Lock, error) {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			return l.Lock(cctx, "re", dblock.Owner("o"))
+		})
 	})
 }
 
@@ -59,23 +37,28 @@ func TestConcurrentTryReentries(t *testing.T) {
 				if fifo {
 					opts = append(opts, dblock.WithFIFO())
 				}
-				tryReentries(t, d, opts...)
+				l, _, _ := dbtest.Locker(t, d, opts...)
+				raceReentries(t, l, 20, func(ctx context.Context) (*dblock.Lock, error) {
+					return l.TryLock(ctx, "re", dblock.Owner("o"))
+				})
 			})
 		}
 	})
 }
 
-// tryReentries races TryLock re-entries under the holder's Owner.
-func tryReentries(t *testing.T, d dblock.Dialect, opts ...dblock.Option) {
-	l, _, _ := dbtest.Locker(t, d, opts...)
+// raceReentries holds "re" under Owner "o", then runs rounds of 8
+// concurrent re-entries by reenter, each released at once: all must
+// succeed.
+func raceReentries(t *testing.T, l *dblock.Locker, rounds int, reenter func(context.Context) (*dblock.Lock, error)) {
+	t.Helper()
 	ctx := ctxT(t, time.Minute)
 	first := mustLock(t)(l.TryLock(ctx, "re", dblock.Owner("o")))
-	for round := range 20 {
+	for round := range rounds {
 		var wg sync.WaitGroup
 		errs := make(chan error, 8)
 		for range 8 {
 			wg.Go(func() {
-				lk, err := l.TryLock(ctx, "re", dblock.Owner("o"))
+				lk, err := reenter(ctx)
 				if err == nil {
 					err = lk.Unlock(ctx)
 				}
@@ -86,7 +69,7 @@ func tryReentries(t *testing.T, d dblock.Dialect, opts ...dblock.Option) {
 		close(errs)
 		for err := range errs {
 			if err != nil {
-				t.Fatalf("round %d: a TryLock re-entry under the holder's Owner: %v", round, err)
+				t.Fatalf("round %d: a re-entry under the holder's Owner: %v", round, err)
 			}
 		}
 	}

@@ -210,21 +210,14 @@ func TestRunSupervisorKilledNoOverlap(t *testing.T) {
 func startSignalled(t *testing.T, args ...string) (cmd *exec.Cmd, pid int, lines <-chan string, stderr *bytes.Buffer) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	cmd, _, stderr = newCmd(ctx, nil, args...)
-	cmd.Stdout = nil
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(cancel)
+	cmd, out, stderr := startPiped(ctx, t, args...)
+	var err error
 	ch := make(chan string, 100)
 	done := make(chan struct{})
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill() // if it still runs
 		<-done
-		cancel()
 	})
 	sc := bufio.NewScanner(out)
 	first := sc.Scan()
