@@ -248,7 +248,7 @@ func (c *sharedCall) write(ctx context.Context) (*Lock, error) {
 		}
 		select {
 		case <-lk.Done():
-			return nil, fmt.Errorf("dblock: waiting for the readers of %q: %w", key, lk.Err())
+			return nil, core.Errorf("dblock: waiting for the readers of %q: %w", key, lk.Err())
 		default:
 		}
 		if err := c.pause(ctx, b, changed, lastErr); err != nil {
