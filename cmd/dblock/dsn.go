@@ -51,7 +51,13 @@ func parseDSN(dsn string) (target, error) {
 		return mysqlNativeTarget(dsn)
 	}
 	if !urlScheme {
-		return target{}, fmt.Errorf("unsupported DSN %s: want postgres://, postgresql://, mysql:// or sqlite:PATH", redactRaw(dsn))
+		return target{}, fmt.Errorf("unsupported DSN %s: want postgres://, postgresql://, mysql://, sqlite:PATH or user:password@tcp(host:port)/database", redactRaw(dsn))
+	}
+	if strings.Count(dsn, "@") > 1 {
+		// An @ left unescaped in a password: the URL parser and the
+		// driver split the DSN at different @s, and the driver's errors
+		// then showed what lay after the first as a host.
+		return target{}, fmt.Errorf("malformed DSN %s: more than one @ (write an @ in a user name, password or parameter as %%40)", redactRaw(dsn))
 	}
 	u, err := url.Parse(dsn)
 	if err != nil {

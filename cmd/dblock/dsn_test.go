@@ -129,6 +129,11 @@ func TestParseDSNErrors(t *testing.T) {
 		{"postgres://u:s3cret@host/db?sslmode=bogus", "malformed DSN postgres://u:xxxxx@host/db?sslmode=bogus"},
 		{"postgres://db.example&password=s3cret/db", "malformed DSN postgres://…: the host may hold only"},
 		{"postgres:#&password=s3cret", "malformed DSN postgres:…: want postgres://"},
+		// An @ left unescaped in a password: the parsers split the DSN at
+		// different @s, and a driver's error then showed the rest of it.
+		{"postgres://u:s3cret@s3cret@127.0.0.1:5432/test", "malformed DSN postgres://…: more than one @"},
+		{"mysql://u:s3cret@s3cret/x@127.0.0.1:3306/db", "malformed DSN mysql://…: more than one @"},
+		{"mysql://u:p@s3cret/w:rd?x#y@127.0.0.1/db", "malformed DSN mysql://…: more than one @"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.dsn, func(t *testing.T) {
