@@ -121,8 +121,9 @@ func (c *common) connect(ctx context.Context, a *app) (*sql.DB, target, error) {
 	if embedded && c.noteEmbedded {
 		fmt.Fprintf(a.stderr, "dblock: no --dsn or DBLOCK_DSN: reading the embedded database %s (this host only)\n", t.redacted)
 	}
-	if embedded { // our own file: keep its schema current
-		if err := dblock.Migrate(ctx, db, c.modeOpts(dblock.WithTable(c.table), dblock.WithDialect(dblock.SQLite))...); err != nil {
+	if embedded { // our own file: keep its schema current, without a word of its steps
+		quiet := dblock.WithLogger(slog.New(slog.DiscardHandler))
+		if err := dblock.Migrate(ctx, db, c.modeOpts(dblock.WithTable(c.table), dblock.WithDialect(dblock.SQLite), quiet)...); err != nil {
 			db.Close()
 			return nil, t, exitf(exitConfig, "migrating the embedded database %s: %v", t.redacted, err)
 		}

@@ -24,10 +24,10 @@
 // postgresql://…), mysql://user:pass@host:port/db?params (translated to the
 // go-sql-driver form; user and password are URL-unescaped), go-sql-driver's
 // own user:pass@tcp(host:port)/db?params form, or sqlite:PATH. With
-// neither, demo and ls use an embedded SQLite file (pure Go, no server):
-// locks.db in the user's cache directory, migrated on first use; its locks
-// exclude the processes of one user on one host, and ls says on stderr that
-// it read it. run, leader, unlock, reap and migrate refuse (status 78)
+// neither, demo, ls and ui use an embedded SQLite file (pure Go, no
+// server): locks.db in the user's cache directory, migrated on first use;
+// its locks exclude the processes of one user on one host, and ls says on
+// stderr that it read it. Every other command refuses (status 78)
 // rather than take locks that exclude nothing on another host; pass
 // --dsn sqlite:PATH to use an SQLite file on purpose. Every command also takes --table (default
 // lock_table), -v (--verbose) and --portable (plain SQL only, as dblock.WithPortable:
@@ -92,7 +92,7 @@
 //	70    demo: a safety violation (overlapping holders, a token not growing)
 //	74    run, elect: the lock (permit, term) was lost while CMD ran
 //	75    run, elect: the lock (permit, term) was not acquired (--no-wait, or --wait expired, also through a database restart); --conflict-exit N changes it
-//	78    configuration: no DSN (run, leader, unlock, reap, migrate), bad or unsupported DSN, authentication failed, unknown database, missing privilege, or the lock table is missing (run dblock migrate)
+//	78    configuration: no DSN (any command but demo, ls and ui), bad or unsupported DSN, authentication failed, unknown database, missing privilege, or the lock table is missing (run dblock migrate)
 //	126   run, elect: CMD could not be started
 //	127   run, elect: CMD not found
 //	130, 143  run, elect: SIGINT or SIGTERM while waiting

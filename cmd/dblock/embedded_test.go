@@ -14,6 +14,12 @@ import (
 func TestEmbeddedDefault(t *testing.T) {
 	cache := t.TempDir()
 	env := []string{"XDG_CACHE_HOME=" + cache, "HOME=" + cache}
+	// The first use creates the file: it says which file it reads, and
+	// nothing of the migration's steps (six INFO lines before).
+	if r := cliEnv(t, env, "ls"); r.code != 0 || strings.Contains(r.stderr, "migrated") ||
+		strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Fatalf("first ls: status %d, stderr %q; want one line on stderr", r.code, r.stderr)
+	}
 	r := cliEnv(t, env, "demo", "--workers", "3", "--keys", "2", "--duration", "1s")
 	if r.code != 0 || !strings.Contains(r.stdout+r.stderr, "violations") {
 		t.Fatalf("demo: status %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)

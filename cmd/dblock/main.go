@@ -50,7 +50,7 @@ Usage:
 Every command takes:
   --dsn DSN      postgres://user:pass@host:5432/db?sslmode=disable, mysql://user:pass@host:3306/db
                  (or the driver's user:pass@tcp(host:3306)/db), or sqlite:PATH;
-                 default $DBLOCK_DSN. With neither, demo and ls use an embedded
+                 default $DBLOCK_DSN. With neither, demo, ls and ui use an embedded
                  SQLite file in the user's cache directory (one host); the
                  other commands refuse (status 78).
   --table NAME   lock table (default lock_table)
@@ -71,7 +71,7 @@ Exit status:
         sent SIGTERM, then SIGKILL
   75    run, elect: the lock (permit, term) was not acquired (--no-wait or
         --wait expired, also through a database restart); see --conflict-exit
-  78    configuration: no DSN (run, leader, unlock, reap, migrate), bad or
+  78    configuration: no DSN (any command but demo, ls, ui), bad or
         unsupported DSN, authentication failed, unknown database, missing
         privilege, or the lock table is missing (run dblock migrate)
   126   run, elect: CMD could not be started
