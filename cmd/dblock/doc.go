@@ -51,7 +51,8 @@
 // and exits 137. If the lock is lost while CMD runs (its lease could not be renewed,
 // or it was broken with unlock --force), CMD's group gets SIGTERM, then
 // SIGKILL after --grace (default 10s), and dblock exits 74. Since CMD is not
-// in the terminal's foreground group, a CMD that reads the terminal stops.
+// in the terminal's foreground group, a CMD that reads the terminal stops;
+// a signal passed on is followed by SIGCONT, so that a stopped CMD gets it.
 // On Linux CMD runs under a small supervisor (dblock itself, re-executed)
 // that the kernel signals when dblock run dies by any signal, SIGKILL
 // included (PR_SET_PDEATHSIG): it sends CMD's process group SIGTERM, then

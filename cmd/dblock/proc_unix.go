@@ -7,13 +7,21 @@ import (
 	"syscall"
 )
 
-// signalGroup sends s to p's process group.
+// signalGroup sends s to p's process group, and SIGCONT after a SIGTERM,
+// SIGINT or SIGHUP.
 func signalGroup(p *os.Process, s os.Signal) error {
 	sig, ok := s.(syscall.Signal)
 	if !ok {
 		return p.Signal(s)
 	}
-	return syscall.Kill(-p.Pid, sig)
+	err := syscall.Kill(-p.Pid, sig)
+	if err == nil && (sig == syscall.SIGTERM || sig == syscall.SIGINT || sig == syscall.SIGHUP) {
+		// A command stopped by job control (one that read the terminal
+		// got SIGTTIN) keeps such a signal pending until it is continued:
+		// continue it, as a shell's kill does.
+		err = syscall.Kill(-p.Pid, syscall.SIGCONT)
+	}
+	return err
 }
 
 // exitStatus returns a process's exit status, or 128+N if signal N killed

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -339,5 +340,54 @@ func TestRunSecondSignalKills(t *testing.T) {
 	stoppedAndReleased(t, cmd, pid, stderr, l, "stubborn")
 	if !strings.Contains(stderr.String(), "second signal") {
 		t.Errorf("stderr %q does not say the second signal sent SIGKILL", stderr)
+	}
+}
+
+// A command stopped by job control (one that reads the terminal gets
+// SIGTTIN, since it is not in the terminal's foreground group) still ends
+// on a SIGTERM passed on: run sends SIGCONT after it, as a shell's kill
+// does. Before, the signal stayed pending in the stopped command, which
+// held run, and the lock, until --grace or for good.
+func TestRunStoppedCommandGetsSignal(t *testing.T) {
+	flags, l := freshTable(t, dblock.Postgres)
+	script := `echo ready $$; kill -STOP $$; echo resumed; sleep 60`
+	cmd, pid, lines, stderr := startSignalled(t, join("run", flags, "--grace", "1h", "--key", "stopped", "--", "sh", "-c", script)...)
+	waitStopped(t, pid)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for line := range lines { // closed when run has exited, at most a minute
+		if line == "resumed" {
+			t.Errorf("the command went on after SIGTERM")
+		}
+	}
+	if c := cmd.ProcessState.ExitCode(); c != 128+int(syscall.SIGTERM) {
+		t.Fatalf("run: status %d, want %d (the command ended by SIGTERM); stderr %q", c, 128+int(syscall.SIGTERM), stderr)
+	}
+	lk, err := l.TryLock(context.Background(), "stopped")
+	if err != nil {
+		t.Fatalf("the lock after run ended: %v, want it released", err)
+	}
+	_ = lk.Unlock(context.Background())
+}
+
+// waitStopped waits until process pid is stopped (state T in
+// /proc/PID/stat), at most 30s.
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatalf("the command %d: %v", pid, err)
+		}
+		// pid (comm) STATE ...: the state follows the last ')'.
+		if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 && f[0] == "T" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the command %d did not stop within 30s", pid)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
