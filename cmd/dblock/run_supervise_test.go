@@ -87,16 +87,17 @@ func TestRunLeftoverIgnoresSIGTERM(t *testing.T) {
 }
 
 // The command's environment holds no database secret: not DBLOCK_DSN,
-// from which dblock read its own DSN, nor PGPASSWORD.
+// from which dblock read its own DSN, nor PGPASSWORD; nor the supervisor's
+// own DBLOCK_SUPERVISOR_PARENT, which it used to pass on.
 func TestRunHidesSecrets(t *testing.T) {
 	flags, _ := freshTable(t, dblock.Postgres)
 	dsn := flags[1]
 	r := cliEnv(t, []string{"DBLOCK_DSN=" + dsn, "PGPASSWORD=hunter2", "KEEP=me"},
-		"run", "--table", flags[3], "--key", "secret", "--", "sh", "-c", `echo "${DBLOCK_DSN-unset} ${PGPASSWORD-unset} $KEEP"`)
+		"run", "--table", flags[3], "--key", "secret", "--", "sh", "-c", `echo "${DBLOCK_DSN-unset} ${PGPASSWORD-unset} ${DBLOCK_SUPERVISOR_PARENT-unset} $KEEP"`)
 	if r.code != 0 {
 		t.Fatalf("run: status %d, stderr %q", r.code, r.stderr)
 	}
-	if got := strings.TrimSpace(r.stdout); got != "unset unset me" {
+	if got := strings.TrimSpace(r.stdout); got != "unset unset unset me" {
 		t.Fatalf("the command saw %q, want the secrets unset and KEEP=me", got)
 	}
 }

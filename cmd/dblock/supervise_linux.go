@@ -159,7 +159,7 @@ func runSupervisor(argv []string) int {
 	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = os.Environ()
+	cmd.Env = withoutVar(os.Environ(), parentEnv) // the supervisor's own, not the command's
 	// The command dies with the supervisor (SIGKILL of both, as pkill -9
 	// dblock does, leaves nobody to stop it otherwise), tied to the thread
 	// that starts it: that goroutine keeps it until the command is waited for.
@@ -271,4 +271,15 @@ func groupMembers(pgid int) (live, zombies []int, ok bool) {
 		live = append(live, pid)
 	}
 	return live, zombies, true
+}
+
+// withoutVar returns env without its entries for the variable name.
+func withoutVar(env []string, name string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); k != name {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
