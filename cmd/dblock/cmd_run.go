@@ -203,7 +203,7 @@ func acquire(ctx context.Context, log *slog.Logger, r runFlags, sigs <-chan os.S
 		if lk != nil {
 			_ = lk.Unlock(ctx)
 		}
-		return nil, exitf(128+signalNumber(got), "interrupted by %v while waiting for %s %q", got, r.what, r.key)
+		return nil, exitf(128+signalNumber(got), "interrupted by %s while waiting for %s %q", signalName(got), r.what, r.key)
 	case errors.Is(err, context.DeadlineExceeded) && unreachable && dberr.Conn(err):
 		// Neither the first attempt nor the last reached the database.
 		return nil, exitErr(exitUnavailable, fmt.Errorf("the database stayed unreachable while waiting %v for %s %q: %w", r.wait, r.what, r.key, err))

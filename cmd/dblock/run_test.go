@@ -243,11 +243,16 @@ func TestRunInterruptedWhileWaiting(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
+	var said string
 	for sc.Scan() { // drain
+		said += sc.Text() + "\n"
 	}
 	_ = cmd.Wait()
 	if c := cmd.ProcessState.ExitCode(); c != 128+int(syscall.SIGINT) {
 		t.Errorf("run interrupted while waiting: status %d, want %d", c, 128+int(syscall.SIGINT))
+	}
+	if !strings.Contains(said, "interrupted by SIGINT while waiting") {
+		t.Errorf("stderr after the interrupt %q, want it to name SIGINT", said)
 	}
 	if exists(marker) {
 		t.Error("the command ran after an interrupted wait")
