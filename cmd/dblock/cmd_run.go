@@ -223,6 +223,12 @@ func signalNumber(s os.Signal) int {
 // supervise runs CMD while lk is held and returns with CMD's status, or
 // exitLockLost if the lock was lost meanwhile.
 func supervise(ctx context.Context, a *app, lk held, r runFlags, sigs <-chan os.Signal) error {
+	select {
+	case s := <-sigs: // while connecting or taking the lock: CMD never starts
+		_ = lk.Unlock(ctx)
+		return exitf(128+signalNumber(s), "interrupted by %s before %s started; released %s %q", signalName(s), r.argv[0], r.what, r.key)
+	default:
+	}
 	cmd := exec.Command(r.argv[0], r.argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(childEnv(os.Environ()), "DBLOCK_KEY="+r.key, "DBLOCK_TOKEN="+strconv.FormatInt(lk.Token(), 10))

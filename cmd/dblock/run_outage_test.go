@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,4 +65,41 @@ func TestRunReleaseErrorSaysLeaseOnce(t *testing.T) {
 	if n := strings.Count(line, " lease "); n != 1 {
 		t.Fatalf("the release error speaks of the lease %d times: %q", n, line)
 	}
+}
+
+// A SIGINT that comes while run connects does not let the command start
+// once the lock is taken: run releases it and exits 130. Before, the
+// signal waited in run's channel, the command started, and only then got
+// it passed on.
+func TestRunInterruptedWhileConnecting(t *testing.T) {
+	flags, l := freshTable(t, dblock.Postgres)
+	p, dsn := dbtest.Proxy(t, dblock.Postgres)
+	p.SetMode(faultproxy.Stall)
+	marker := filepath.Join(t.TempDir(), "started")
+	proc, done := startRun(t, "run", "--dsn", dsn, "--table", flags[3], "--key", "connecting", "--", "touch", marker)
+	// run has caught signals before it dials (cmdRun), so its connection,
+	// held silent by the proxy, says it is past that.
+	deadline := time.Now().Add(30 * time.Second)
+	for p.Conns() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("run did not connect within 30s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := proc.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	p.SetMode(faultproxy.Forward)
+	r := wait(t, done, "run interrupted while connecting")
+	if r.code != 130 || !strings.Contains(r.stderr, "interrupted by SIGINT before") {
+		t.Errorf("run: status %d, stderr %q; want 130, interrupted before the command started", r.code, r.stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the command ran after run was interrupted")
+	}
+	lk, err := l.TryLock(context.Background(), "connecting")
+	if err != nil {
+		t.Fatalf("the lock after run ended: %v, want it released", err)
+	}
+	_ = lk.Unlock(context.Background())
 }
