@@ -106,17 +106,17 @@ func CtxWith(ctx context.Context, err error) error {
 	if end == nil { // the deadline passed, which ctx does not say yet
 		end, cerr = context.DeadlineExceeded, context.DeadlineExceeded
 	}
-	if !Says(err, end) {
+	if !says(err, end) {
 		return fmt.Errorf("%w: %w", cerr, err)
 	}
-	if cause := context.Cause(ctx); cause != nil && !Says(err, cause) {
+	if cause := context.Cause(ctx); cause != nil && !says(err, cause) {
 		return fmt.Errorf("%w: %w", err, cause)
 	}
 	return err
 }
 
-// Says reports whether err wraps target and its text says target's: a
+// says reports whether err wraps target and its text says target's: a
 // net timeout matches context.DeadlineExceeded but reads "i/o timeout".
-func Says(err, target error) bool {
+func says(err, target error) bool {
 	return errors.Is(err, target) && strings.Contains(err.Error(), target.Error())
 }
