@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"database/sql"
 	"net"
 	"net/url"
 	"os"
@@ -65,6 +67,52 @@ func TestRunAmbiguousReleaseKeepsStatus(t *testing.T) {
 	}
 }
 
+// The dropper loses the reply to the marked statement's execution even when
+// database/sql runs it on another connection than the one it was prepared
+// on (and prepares it there again): the prepare's connection was taken by
+// another statement meanwhile. The dropper used to arm itself on the first
+// connection only; the execution then went through, and
+// TestRunAmbiguousReleaseKeepsStatus failed once on a busy CI machine with
+// "no reply was lost".
+func TestReplyDropperFollowsPrepareAgain(t *testing.T) {
+	for _, d := range []dblock.Dialect{dblock.Postgres, dblock.MySQL} {
+		t.Run(string(d), func(t *testing.T) {
+			target, via, err := dbtest.ProxyDSN(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const marker = "dropper_marker"
+			p := startReplyDropper(t, target, marker)
+			db, err := sql.Open(dbtest.DriverName(d), via(p.ln.Addr().String()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			ctx := context.Background()
+			p.armed.Store(true)
+			stmt, err := db.PrepareContext(ctx, "SELECT 1 AS "+marker) // on connection A
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stmt.Close()
+			a, err := db.Conn(ctx) // A, the pool's last freed: busy now
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			// On connection B: prepared again, then executed.
+			if _, err := stmt.ExecContext(ctx); err == nil {
+				t.Error("the execution on the second connection went through")
+			}
+			select {
+			case <-p.dropped:
+			default:
+				t.Fatal("no reply was lost")
+			}
+		})
+	}
+}
+
 func touch(path string) error {
 	f, err := os.Create(path)
 	if err != nil {
@@ -77,12 +125,19 @@ func touch(path string) error {
 // execution of the next statement whose text holds its marker, and closes
 // that connection: the statement was applied, but the client cannot know
 // it. Such a statement is prepared (one reply), then executed (the second
-// reply) by both drivers.
+// reply) by both drivers. database/sql may execute it on another connection
+// than the one it was prepared on, preparing it there again: the text goes
+// out again, and only the connection that sent it last counts its replies.
+// pgx pings a connection it takes from the pool after a second idle (on a
+// busy machine, between the prepare and the execution): the ping's reply
+// is not counted.
 type replyDropper struct {
 	ln      net.Listener
 	target  string
 	marker  []byte
 	armed   atomic.Bool
+	last    atomic.Int64  // the connection that sent the marker last, while armed
+	conns   atomic.Int64  // numbers the connections
 	dropped chan struct{} // closed when a reply was lost
 }
 
@@ -113,15 +168,21 @@ func (p *replyDropper) serve(c net.Conn) {
 		return
 	}
 	defer s.Close()
+	id := p.conns.Add(1)
 	var countdown atomic.Int32 // the reply that brings it to 0 is lost
+	var pings atomic.Int32     // pgx's pings sent, their replies not yet read
 	go func() {
 		defer s.Close()
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := c.Read(buf)
 			if n > 0 {
-				if bytes.Contains(buf[:n], p.marker) && p.armed.CompareAndSwap(true, false) {
+				if bytes.Equal(buf[:n], pgxPing) {
+					pings.Add(1)
+				}
+				if p.armed.Load() && bytes.Contains(buf[:n], p.marker) {
 					countdown.Store(2)
+					p.last.Store(id)
 				}
 				if _, err := s.Write(buf[:n]); err != nil {
 					return
@@ -136,7 +197,10 @@ func (p *replyDropper) serve(c net.Conn) {
 	for {
 		n, err := s.Read(buf)
 		if n > 0 {
-			if countdown.Load() > 0 && countdown.Add(-1) == 0 {
+			switch {
+			case pings.Load() > 0:
+				pings.Add(-1)
+			case countdown.Load() > 0 && countdown.Add(-1) == 0 && p.last.Load() == id && p.armed.CompareAndSwap(true, false):
 				close(p.dropped)
 				return
 			}
@@ -149,3 +213,6 @@ func (p *replyDropper) serve(c net.Conn) {
 		}
 	}
 }
+
+// pgxPing is the simple query pgx sends to ping a connection.
+var pgxPing = []byte("Q\x00\x00\x00\x0c-- ping\x00")
