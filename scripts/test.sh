@@ -21,6 +21,8 @@
 # 12 and 18 (scripts/pgversions.sh; DBLOCK_PG_VERSIONS picks other majors);
 # and a subset on the oldest Go the modules support (go.mod's go line, see
 # below).
+# The fault suite's portable and FIFO modes run side by side, and so do the
+# PostgreSQL versions (group_step below).
 # Every step runs even if an earlier one failed; a summary lists each step's
 # result and the script exits non-zero if any failed. A database that cannot
 # be had is a failure, not a skip.
@@ -40,6 +42,60 @@ step() {
     failed=1
   fi
 }
+# Steps side by side: group_step starts one in the background, its output
+# kept in a file of its own; group_wait waits for the group, then prints
+# each step's output whole, in the order they were started, and records
+# their results. Used for steps that wait more than they compute (the fault
+# suites' modes, the PostgreSQL versions): on 2 cores, two of them side by
+# side take about as long as the longer one alone.
+group_pids=()
+group_names=()
+group_logs=()
+group_step() {
+  local name=$1 log
+  shift
+  log=$(mktemp)
+  group_names+=("$name")
+  group_logs+=("$log")
+  (
+    start=$SECONDS
+    "$@" >"$log" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ]; then
+      echo "ok    $name ($((SECONDS - start)) s, side by side)"
+    else
+      echo "FAIL  $name ($((SECONDS - start)) s, side by side, exit $rc)"
+    fi >"$log.result"
+  ) &
+  group_pids+=($!)
+}
+group_wait() {
+  local i r
+  for i in "${!group_pids[@]}"; do
+    wait "${group_pids[$i]}"
+  done
+  for i in "${!group_pids[@]}"; do
+    echo "== ${group_names[$i]} (side by side with the rest of its group)"
+    cat "${group_logs[$i]}"
+    r=$(cat "${group_logs[$i]}.result" 2>/dev/null || echo "FAIL  ${group_names[$i]} (no result)")
+    results+=("$r")
+    [[ $r == ok* ]] || failed=1
+    rm -f "${group_logs[$i]}" "${group_logs[$i]}.result"
+  done
+  group_pids=()
+  group_names=()
+  group_logs=()
+}
+# A test.sh stopped by a signal stops a group's steps too, and the
+# PostgreSQL versions it started.
+pg_started=
+on_signal() {
+  [ ${#group_pids[@]} -eq 0 ] || kill "${group_pids[@]}" 2>/dev/null
+  # shellcheck disable=SC2086 # a list of majors
+  [ -z "$pg_started" ] || ./scripts/pgversions.sh stop $pg_started
+  exit 143
+}
+trap on_signal TERM INT HUP
 step "databases (scripts/dbup.sh)" ./scripts/dbup.sh
 step "tests (go test -race)" go test -race -count=1 -timeout 20m "$@" $(go list ./... | grep -v /internal/faultsuite)
 step "otel module (go test -race)" bash -c 'cd otel && go test -race -count=1 -timeout 10m "$@" ./...' otel "$@"
@@ -52,8 +108,9 @@ step "peers smoke (bench/peers -check, with servers.sh's etcd, Redis, ZooKeeper)
 rm -rf "$out"
 step "browser test of dblock ui (ui/browsertest, chromium from scripts/chromium.sh)" bash -c 'cd ui/browsertest && ../../scripts/chromium.sh >/dev/null &&
   GOWORK=off go test -count=1 -timeout 5m "$@" .' browser "$@"
-step "fault suite, portable mode (WithPortable)" env DBLOCK_FAULT_PORTABLE=1 go test -race -count=1 -timeout 20m -v "$@" -run TestFaults ./internal/faultsuite/
-step "fault suite, FIFO mode (WithFIFO)" env DBLOCK_FAULT_FIFO=1 go test -race -count=1 -timeout 20m -v "$@" -run TestFaults ./internal/faultsuite/
+group_step "fault suite, portable mode (WithPortable)" env DBLOCK_FAULT_PORTABLE=1 go test -race -count=1 -timeout 20m -v "$@" -run TestFaults ./internal/faultsuite/
+group_step "fault suite, FIFO mode (WithFIFO)" env DBLOCK_FAULT_FIFO=1 go test -race -count=1 -timeout 20m -v "$@" -run TestFaults ./internal/faultsuite/
+group_wait
 # The oldest Go the modules support (go.mod's go line), fetched from the
 # module proxy by GOTOOLCHAIN: build and vet everything, then what a user
 # meets first (README's program, the examples, the command's DSNs and its
@@ -74,17 +131,20 @@ step "Go ${oldest_go#go} (GOTOOLCHAIN=$oldest_go: build, vet, a subset of tests)
   (cd otel && go test -count=1 -timeout 10m "$@" ./...)' oldest "$@"
 # The PostgreSQL version matrix: besides the shared server (15), the oldest
 # major dblock supports and the newest, from scripts/pgversions.sh (npm's
-# server binaries, cached; each on a port of its own, stopped at the end of
-# its step whatever happened): the conformance suite and the root package's
-# PostgreSQL subtests (-run /postgres; top-level tests without subtests run
-# too, on their own database).
-for major in ${DBLOCK_PG_VERSIONS:-12 18}; do
-  step "PostgreSQL $major (scripts/pgversions.sh): conformance, root package (go test -race -run /postgres)" bash -c '
+# server binaries, cached; each on a port of its own, stopped after the
+# tests, or when test.sh is stopped): the conformance suite and the root
+# package's PostgreSQL subtests (-run /postgres; top-level tests without
+# subtests run too, on their own database).
+# The servers start one after the other (a first start may install npm and
+# the server binaries); the tests then run side by side.
+majors=${DBLOCK_PG_VERSIONS:-12 18}
+pg_started=$majors
+# shellcheck disable=SC2086 # majors is a list
+step "PostgreSQL $majors (scripts/pgversions.sh start)" ./scripts/pgversions.sh start $majors
+for major in $majors; do
+  group_step "PostgreSQL $major (scripts/pgversions.sh): conformance, root package (go test -race -run /postgres)" bash -c '
     major=$1
     shift
-    trap "./scripts/pgversions.sh stop $major" EXIT
-    trap "exit 143" TERM INT HUP
-    ./scripts/pgversions.sh start "$major" || exit 1
     DBLOCK_POSTGRES_DSN=$(./scripts/pgversions.sh dsn "$major") || exit 1
     export DBLOCK_POSTGRES_DSN
     rc=0
@@ -92,6 +152,10 @@ for major in ${DBLOCK_PG_VERSIONS:-12 18}; do
     go test -race -count=1 -timeout 20m "$@" -run "/postgres" . || rc=1
     exit $rc' pgversion "$major" "$@"
 done
+group_wait
+# shellcheck disable=SC2086
+./scripts/pgversions.sh stop $majors || true
+pg_started=
 tidb=${DBLOCK_TIDB_DSN:-root@tcp(127.0.0.1:4000)/test}
 step "TiDB (scripts/tidb.sh: build once, start)" ./scripts/tidb.sh
 step "TiDB: conformance and advisory (go test -race)" env DBLOCK_MYSQL_DSN="$tidb" go test -race -count=1 -timeout 20m "$@" \
