@@ -71,7 +71,8 @@ func sumStats(keys []*keyState) (s demoStats, tokens []string) {
 func cmdDemo(ctx context.Context, a *app, args []string) error {
 	fs := newFlagSet("demo")
 	c := addCommon(fs)
-	c.embeddedOK = true // demo is the embedded default's reason to be
+	c.createsFile = true // a new sqlite:PATH is created
+	c.embeddedOK = true  // demo is the embedded default's reason to be
 	addTTL(fs, c)
 	workers := fs.Int("workers", 4, "workers contending, each with its own Locker")
 	nkeys := fs.Int("keys", 2, "keys they contend for")

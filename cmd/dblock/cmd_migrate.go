@@ -10,6 +10,7 @@ import (
 func cmdMigrate(ctx context.Context, a *app, args []string) error {
 	fs := newFlagSet("migrate")
 	c := addCommon(fs)
+	c.createsFile = true // a new sqlite:PATH is created
 	history := fs.Bool("history", false, "also turn the table's history on (not on TiDB or another distributed engine): dblock history reads it")
 	if err := a.parseFlags(fs, "dblock migrate [--history] [--dsn DSN] [--table NAME]", args); err != nil {
 		return err

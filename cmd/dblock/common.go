@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -33,6 +34,10 @@ type common struct {
 	embeddedOK bool
 	// noteEmbedded says on stderr when the embedded file is used (ls).
 	noteEmbedded bool
+	// createsFile lets a sqlite:PATH name a file that does not exist yet
+	// (migrate, demo: they create the table); the others refuse it, so
+	// that a typo leaves no empty file behind.
+	createsFile bool
 	// db is the pool open gave its Locker, for the few reads the
 	// Locker's API has no call for (history's check that it is on).
 	db *sql.DB
@@ -97,6 +102,11 @@ func (c *common) connect(ctx context.Context, a *app) (*sql.DB, target, error) {
 		return nil, t, exitErr(exitConfig, err)
 	}
 	a.table, a.where = c.table, t.redacted
+	if t.litePath != "" && !embedded && !c.createsFile {
+		if _, err := os.Stat(t.litePath); errors.Is(err, os.ErrNotExist) {
+			return nil, t, exitf(exitConfig, "no file at %s: run \"dblock migrate\" first, which creates it", t.redacted)
+		}
+	}
 	db, err := t.open()
 	if err != nil {
 		return nil, t, exitErr(exitConfig, fmt.Errorf("%s: %w", t.redacted, err))

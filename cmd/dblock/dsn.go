@@ -34,6 +34,7 @@ type target struct {
 	pg       *pgx.ConnConfig
 	my       *mysql.Config
 	lite     string // SQLite driver DSN
+	litePath string // SQLite file
 }
 
 // parseDSN reads postgres://, postgresql://, mysql:// and sqlite: DSNs, and
@@ -100,7 +101,7 @@ func sqliteTarget(path string) (target, error) {
 	case strings.ContainsAny(path, "?#\x00"):
 		return t, fmt.Errorf("malformed DSN %s: the path may not contain ?, # or NUL", t.redacted)
 	}
-	t.lite = "file:" + path + "?" + sqliteParams
+	t.lite, t.litePath = "file:"+path+"?"+sqliteParams, path
 	return t, nil
 }
 

@@ -44,3 +44,37 @@ func TestEmbeddedDefault(t *testing.T) {
 		t.Fatalf("ls: status %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }
+
+// A sqlite:PATH that names no file (a typo) is refused with 78 by every
+// command but migrate, which creates it (and demo, which migrates its own
+// table), and no empty file is left behind. ls used to create an empty
+// file and then report the table missing.
+func TestSQLiteFileNotCreated(t *testing.T) {
+	dir := t.TempDir()
+	typo := filepath.Join(dir, "typo.db")
+	dsn := "sqlite:" + typo
+	for _, args := range [][]string{
+		{"ls"},
+		{"ls", "--waiters"},
+		{"history", "k"},
+		{"unlock", "--force", "k"},
+		{"reap"},
+		{"leader", "e"},
+		{"run", "--key", "k", "--", "true"},
+		{"elect", "e", "--wait", "1s", "--", "true"},
+	} {
+		r := cli(t, append([]string{args[0], "--dsn", dsn}, args[1:]...)...)
+		if r.code != exitConfig || !strings.Contains(r.stderr, "no file") || !strings.Contains(r.stderr, "dblock migrate") {
+			t.Errorf("%v: status %d, stderr %q; want %d, no file, dblock migrate", args, r.code, r.stderr, exitConfig)
+		}
+		if _, err := os.Stat(typo); !os.IsNotExist(err) {
+			t.Fatalf("%v created %s (stat: %v)", args, typo, err)
+		}
+	}
+	if r := cli(t, "migrate", "--dsn", dsn); r.code != 0 {
+		t.Fatalf("migrate: status %d, stderr %q", r.code, r.stderr)
+	}
+	if r := cli(t, "ls", "--dsn", dsn); r.code != 0 {
+		t.Fatalf("ls after migrate: status %d, stderr %q", r.code, r.stderr)
+	}
+}
