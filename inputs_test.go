@@ -150,5 +150,13 @@ func TestDeadDatabaseAndMissingSchema(t *testing.T) {
 		if _, err := nl.Lock(context.Background(), "k"); !errors.Is(err, dblock.ErrNoSchema) {
 			t.Fatalf("Lock without a table = %v, want ErrNoSchema (and no wait)", err)
 		}
+		// The calls on no key say so, not an empty key: they said
+		// `list ""` and `reap ""`.
+		if _, err := nl.List(ctx); !errors.Is(err, dblock.ErrNoSchema) || strings.Contains(err.Error(), `""`) {
+			t.Errorf("List without a table = %v, want ErrNoSchema, naming no key", err)
+		}
+		if _, err := nl.Reap(ctx); !errors.Is(err, dblock.ErrNoSchema) || strings.Contains(err.Error(), `""`) {
+			t.Errorf("Reap without a table = %v, want ErrNoSchema, naming no key", err)
+		}
 	})
 }

@@ -92,6 +92,51 @@ func TestLsWatchMissingTable(t *testing.T) {
 	oneErrorLine(t, r, "")
 }
 
+// A table that goes away while ls --watch runs is said the CLI's way, "run
+// "dblock migrate" first", at each try; it said the library's "run
+// Migrate".
+func TestLsWatchTableGone(t *testing.T) {
+	flags, l := freshTable(t, dblock.Postgres)
+	table := flags[3]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lk, err := l.TryLock(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Unlock(ctx)
+	cmd, _, _ := newCmd(ctx, nil, join("ls", "--watch", "--interval", "20ms", flags)...)
+	cmd.Stdout, cmd.Stderr = nil, nil
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() || !strings.Contains(sc.Text(), "a") { // the first look: "held a"
+		t.Fatalf("first line %q", sc.Text())
+	}
+	db := dbtest.Open(t, dblock.Postgres)
+	if _, err := db.ExecContext(ctx, `ALTER TABLE "`+table+`" RENAME TO "`+table+`_gone"`); err != nil {
+		t.Fatal(err)
+	}
+	defer db.ExecContext(context.Background(), `ALTER TABLE "`+table+`_gone" RENAME TO "`+table+`"`)
+	es := bufio.NewScanner(errs)
+	if !es.Scan() {
+		t.Fatalf("no line on stderr: %v", es.Err())
+	}
+	if line := es.Text(); !strings.Contains(line, `run "dblock migrate" first`) || !strings.Contains(line, "trying again") || strings.Contains(line, "Migrate") {
+		t.Errorf("stderr %q: want the table named, dblock migrate, trying again", line)
+	}
+}
+
 func TestLsWatch(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
 		flags, l := freshTable(t, d)

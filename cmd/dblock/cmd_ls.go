@@ -146,7 +146,8 @@ func watchLocks(ctx context.Context, a *app, l *dblock.Locker, every time.Durati
 			return err
 		}
 		if err != nil {
-			fmt.Fprintf(a.stderr, "dblock ls: %s (trying again)\n", errLine(err))
+			_, line := a.describe(err) // as ls says it: a missing table, "run "dblock migrate" first"
+			fmt.Fprintf(a.stderr, "dblock ls: %s (trying again)\n", unprefixed(line))
 		} else {
 			now := make(map[string]dblock.LockInfo, len(infos))
 			for _, i := range infos {

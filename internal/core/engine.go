@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -218,10 +219,13 @@ func (e *Engine) releaseAll(ctx context.Context, held []*Lock) error {
 // dberr.ErrNoSchema, a cancelled context stays visible. The text says
 // "dblock: " once (dberr.Errorf).
 func (e *Engine) WrapErr(op, key string, err error) error {
-	if e.d.Classify(err) == dialect.NoTable {
-		return dberr.Errorf("dblock: %s %q: %w (table %s): %w", op, key, dberr.ErrNoSchema, e.cfg.Table, err)
+	if key != "" { // a call on no key (List, Reap) names none
+		op = fmt.Sprintf("%s %q", op, key)
 	}
-	return dberr.Errorf("dblock: %s %q: %w", op, key, err)
+	if e.d.Classify(err) == dialect.NoTable {
+		return dberr.Errorf("dblock: %s: %w (table %s): %w", op, dberr.ErrNoSchema, e.cfg.Table, err)
+	}
+	return dberr.Errorf("dblock: %s: %w", op, err)
 }
 
 // debugging reports whether e logs at debug level. The hot paths ask first:
