@@ -158,5 +158,13 @@ func TestDeadDatabaseAndMissingSchema(t *testing.T) {
 		if _, err := nl.Reap(ctx); !errors.Is(err, dblock.ErrNoSchema) || strings.Contains(err.Error(), `""`) {
 			t.Errorf("Reap without a table = %v, want ErrNoSchema, naming no key", err)
 		}
+		// A shared key's rows are named as what they are, not by their
+		// keys in the table ("acquire "rw/k/r/54"").
+		if _, err := nl.RLock(ctx, "k"); !errors.Is(err, dblock.ErrNoSchema) || strings.Contains(err.Error(), "rw/") || !strings.Contains(err.Error(), `of "k"`) {
+			t.Errorf("RLock without a table = %v, want ErrNoSchema, naming a reader of k", err)
+		}
+		if _, err := nl.WLock(ctx, "k"); !errors.Is(err, dblock.ErrNoSchema) || strings.Contains(err.Error(), "rw/") || !strings.Contains(err.Error(), `writer of "k"`) {
+			t.Errorf("WLock without a table = %v, want ErrNoSchema, naming the writer of k", err)
+		}
 	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/dblockhq/dblock/internal/dialect"
 	"github.com/dblockhq/dblock/internal/fair"
 	"github.com/dblockhq/dblock/internal/fifo"
+	"github.com/dblockhq/dblock/internal/keys"
 	"github.com/dblockhq/dblock/internal/lease"
 	"github.com/dblockhq/dblock/internal/notify"
 	"github.com/dblockhq/dblock/internal/owner"
@@ -220,7 +220,7 @@ func (e *Engine) releaseAll(ctx context.Context, held []*Lock) error {
 // "dblock: " once (dberr.Errorf).
 func (e *Engine) WrapErr(op, key string, err error) error {
 	if key != "" { // a call on no key (List, Reap) names none
-		op = fmt.Sprintf("%s %q", op, key)
+		op += " " + keys.Name(key) // a primitive's row as what it is
 	}
 	if e.d.Classify(err) == dialect.NoTable {
 		return dberr.Errorf("dblock: %s: %w (table %s): %w", op, dberr.ErrNoSchema, e.cfg.Table, err)

@@ -46,6 +46,28 @@ func Describe(key string) (kind, name string, slot int) {
 	return kind, name, slot
 }
 
+// Name is how errors name key: a plain key quoted, a primitive's row as
+// what it is ("reader 3 of "k"", "writer of "k"", "election "e"",
+// "permit 2 of semaphore "s""), never by its key in the table.
+func Name(key string) string {
+	kind, name, slot := Describe(key)
+	switch {
+	case kind == Leader:
+		return fmt.Sprintf("election %q", name)
+	case kind == Permit && slot >= 0:
+		return fmt.Sprintf("permit %d of semaphore %q", slot, name)
+	case kind == Permit:
+		return fmt.Sprintf("semaphore %q", name)
+	case kind == Writer:
+		return fmt.Sprintf("writer of %q", name)
+	case kind == Reader && slot >= 0:
+		return fmt.Sprintf("reader %d of %q", slot, name)
+	case kind == Reader:
+		return fmt.Sprintf("readers of %q", name)
+	}
+	return fmt.Sprintf("%q", key)
+}
+
 // describe is Describe, empty names included.
 func describe(key string) (kind, name string, slot int) {
 	if name, ok := strings.CutPrefix(key, Election); ok {
