@@ -137,3 +137,17 @@ func TestFlagMisuse(t *testing.T) {
 		oneErrorLine(t, r, "")
 	}
 }
+
+// pgx's error for a host that does not resolve has its cause on a line of
+// its own after the line that already says it; folded onto one line, the
+// lookup was said twice.
+func TestOneLineDropsRepeatedLines(t *testing.T) {
+	pgx := "failed to connect to `user=postgres database=test`:\n\thostname resolving error: lookup h.invalid on 10.0.0.53:53: no such host\n\tlookup h.invalid on 10.0.0.53:53: no such host"
+	want := "failed to connect to `user=postgres database=test`: hostname resolving error: lookup h.invalid on 10.0.0.53:53: no such host"
+	if got := oneLine(pgx); got != want {
+		t.Errorf("oneLine = %q, want %q", got, want)
+	}
+	if got := oneLine("a\n  b  c\nd"); got != "a b c d" {
+		t.Errorf("oneLine = %q, want the lines joined", got)
+	}
+}

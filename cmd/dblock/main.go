@@ -211,8 +211,23 @@ func (a *app) describe(err error) (int, string) {
 	return exitFailure, err.Error()
 }
 
-// oneLine folds s onto one line.
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+// oneLine folds s onto one line, leaving out a line that the text before
+// it already ends with (pgx puts a cause on a line of its own after the
+// line that wraps it).
+func oneLine(s string) string {
+	var out string
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.Join(strings.Fields(line), " ")
+		switch {
+		case line == "" || strings.HasSuffix(out, line):
+		case out == "":
+			out = line
+		default:
+			out += " " + line
+		}
+	}
+	return out
+}
 
 // errLine is err's text on one line without the package's "dblock: "
 // prefixes, which the command's own prefix already says: wrapped errors
