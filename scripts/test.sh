@@ -12,7 +12,8 @@
 # driven by chromedp; no chromium fails the step);
 # then the same code
 # on TiDB (scripts/tidb.sh builds it once from the Go module proxy, cached
-# outside the repository, and starts it): the conformance suite, the root
+# outside the repository, in the background from the end of go test's
+# step, and starts it): the conformance suite, the root
 # package's tests, package advisory's refusal and the fault suite, with
 # DBLOCK_MYSQL_DSN pointed at it; and the fault suite in portable mode
 # (WithPortable) on PostgreSQL and MariaDB; the failover suite on a
@@ -91,6 +92,7 @@ group_wait() {
 pg_started=
 on_signal() {
   [ ${#group_pids[@]} -eq 0 ] || kill "${group_pids[@]}" 2>/dev/null
+  [ -z "${tidb_build:-}" ] || kill "$tidb_build" 2>/dev/null
   # shellcheck disable=SC2086 # a list of majors
   [ -z "$pg_started" ] || ./scripts/pgversions.sh stop $pg_started
   exit 143
@@ -98,6 +100,12 @@ on_signal() {
 trap on_signal TERM INT HUP
 step "databases (scripts/dbup.sh)" ./scripts/dbup.sh
 step "tests (go test -race)" go test -race -count=1 -timeout 20m "$@" $(go list ./... | grep -v /internal/faultsuite)
+# TiDB's first build (about 12 minutes of 2 cores; nothing once cached)
+# runs from here in the background, beside the steps that wait more than
+# they compute; the TiDB step below waits for it.
+tidb_build_log=$(mktemp)
+./scripts/tidb.sh build >"$tidb_build_log" 2>&1 &
+tidb_build=$!
 step "otel module (go test -race)" bash -c 'cd otel && go test -race -count=1 -timeout 10m "$@" ./...' otel "$@"
 step "fault suite" go test -race -count=1 -timeout 20m -v "$@" ./internal/faultsuite/
 out=$(mktemp -d)
@@ -157,7 +165,15 @@ group_wait
 ./scripts/pgversions.sh stop $majors || true
 pg_started=
 tidb=${DBLOCK_TIDB_DSN:-root@tcp(127.0.0.1:4000)/test}
-step "TiDB (scripts/tidb.sh: build once, start)" ./scripts/tidb.sh
+tidb_wait() {
+  local rc=0
+  wait "$tidb_build" || rc=$?
+  cat "$tidb_build_log"
+  rm -f "$tidb_build_log"
+  [ "$rc" -eq 0 ] || return "$rc"
+  ./scripts/tidb.sh
+}
+step "TiDB (scripts/tidb.sh: its build, started in the background after the tests, then start)" tidb_wait
 step "TiDB: conformance and advisory (go test -race)" env DBLOCK_MYSQL_DSN="$tidb" go test -race -count=1 -timeout 20m "$@" \
   -run 'TestConformance/mysql|TestEngineOf|TestDistributedEngineRefused/mysql' ./internal/dialect/ ./advisory/
 step "TiDB: root package (go test -race -run /mysql)" env DBLOCK_MYSQL_DSN="$tidb" go test -race -count=1 -timeout 20m "$@" -run '/mysql' .
