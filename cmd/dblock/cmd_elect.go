@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/keys"
 )
 
 // cmdElect runs CMD while this process leads election NAME (as etcdctl
@@ -45,6 +46,9 @@ func cmdElect(ctx context.Context, a *app, args []string) error {
 	case r.conflict < 0 || r.conflict > 255:
 		return exitf(exitUsage, "--conflict-exit %d is not an exit status (0..255)", r.conflict)
 	}
+	if err := checkElectionName(r.key); err != nil {
+		return err
+	}
 	c.waitsThroughOutage = r.waitSet
 	if err := c.check(); err != nil {
 		return err
@@ -73,4 +77,16 @@ func cmdElect(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	return supervise(ctx, a, t, r, sigs)
+}
+
+// checkElectionName refuses, before any connection, a name NewElection
+// would refuse: a bad command line is status 64 whatever the DSN.
+func checkElectionName(name string) error {
+	if name == "" {
+		return exitf(exitUsage, "the election name is empty")
+	}
+	if err := dblock.ValidateKey(keys.Election + name); err != nil {
+		return exitErr(exitUsage, keys.NameErr("election", name, err))
+	}
+	return nil
 }

@@ -37,6 +37,9 @@ func cmdLeader(ctx context.Context, a *app, args []string) error {
 	if fs.NArg() != 1 {
 		return exitf(exitUsage, "leader takes one election name")
 	}
+	if err := checkElectionName(fs.Arg(0)); err != nil {
+		return err
+	}
 	l, _, closeAll, err := c.open(ctx, a)
 	if err != nil {
 		return err

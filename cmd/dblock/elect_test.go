@@ -92,6 +92,7 @@ func TestElectUsage(t *testing.T) {
 		{"elect", "", "--", "true"},
 		{"elect", "jobs", "true"},
 		{"elect", "jobs", "other", "--", "true"},
+		{"leader", ""}, // a bad name is 64 before the DSN is looked at
 	} {
 		if r := cliEnv(t, []string{"DBLOCK_DSN=sqlite:" + filepath.Join(t.TempDir(), "x.db")}, args...); r.code != exitUsage {
 			t.Errorf("dblock %q: status %d, want %d; stderr %q", args, r.code, exitUsage, r.stderr)
