@@ -72,13 +72,10 @@ func NewElection(l *Locker, name string, opts ...ElectionOption) (*Election, err
 	if err := l.usable(); err != nil {
 		return nil, err
 	}
+	if err := keys.ElectionName(name, MaxKeyLen); err != nil {
+		return nil, err
+	}
 	key := electionPrefix + name
-	if name == "" {
-		return nil, fmt.Errorf("%w: empty election name", ErrInvalidKey)
-	}
-	if err := ValidateKey(key); err != nil {
-		return nil, keys.NameErr("election", name, err)
-	}
 	cfg := electionConfig{poll: 250 * time.Millisecond}
 	for _, o := range opts {
 		if o == nil {

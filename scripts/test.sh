@@ -59,14 +59,9 @@ group_step() {
   group_names+=("$name")
   group_logs+=("$log")
   (
-    start=$SECONDS
-    "$@" >"$log" 2>&1
-    rc=$?
-    if [ "$rc" -eq 0 ]; then
-      echo "ok    $name ($((SECONDS - start)) s, side by side)"
-    else
-      echo "FAIL  $name ($((SECONDS - start)) s, side by side, exit $rc)"
-    fi >"$log.result"
+    results=()
+    step "$name, side by side" "$@" >"$log" 2>&1
+    printf '%s\n' "${results[@]}" >"$log.result"
   ) &
   group_pids+=($!)
 }
@@ -76,7 +71,6 @@ group_wait() {
     wait "${group_pids[$i]}"
   done
   for i in "${!group_pids[@]}"; do
-    echo "== ${group_names[$i]} (side by side with the rest of its group)"
     cat "${group_logs[$i]}"
     r=$(cat "${group_logs[$i]}.result" 2>/dev/null || echo "FAIL  ${group_names[$i]} (no result)")
     results+=("$r")

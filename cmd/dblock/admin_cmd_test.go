@@ -127,7 +127,11 @@ func TestLsWatchTableGone(t *testing.T) {
 	if _, err := db.ExecContext(ctx, `ALTER TABLE "`+table+`" RENAME TO "`+table+`_gone"`); err != nil {
 		t.Fatal(err)
 	}
-	defer db.ExecContext(context.Background(), `ALTER TABLE "`+table+`_gone" RENAME TO "`+table+`"`)
+	defer func() { // back, so that the cleanup drops it
+		if _, err := db.ExecContext(context.Background(), `ALTER TABLE "`+table+`_gone" RENAME TO "`+table+`"`); err != nil {
+			t.Errorf("renaming the table back: %v", err)
+		}
+	}()
 	es := bufio.NewScanner(errs)
 	if !es.Scan() {
 		t.Fatalf("no line on stderr: %v", es.Err())

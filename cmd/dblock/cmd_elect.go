@@ -82,11 +82,8 @@ func cmdElect(ctx context.Context, a *app, args []string) error {
 // checkElectionName refuses, before any connection, a name NewElection
 // would refuse: a bad command line is status 64 whatever the DSN.
 func checkElectionName(name string) error {
-	if name == "" {
-		return exitf(exitUsage, "the election name is empty")
-	}
-	if err := dblock.ValidateKey(keys.Election + name); err != nil {
-		return exitErr(exitUsage, keys.NameErr("election", name, err))
+	if err := keys.ElectionName(name, dblock.MaxKeyLen); err != nil {
+		return exitErr(exitUsage, err)
 	}
 	return nil
 }

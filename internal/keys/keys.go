@@ -153,6 +153,19 @@ func Text(what, s string, max int) error {
 	return nil
 }
 
+// ElectionName reports why name cannot name an election whose keys are at
+// most max bytes (NewElection's rule: not empty, and Election+name a valid
+// key), or nil. The error wraps dberr.ErrInvalidKey.
+func ElectionName(name string, max int) error {
+	if name == "" {
+		return fmt.Errorf("%w: empty election name", dberr.ErrInvalidKey)
+	}
+	if err := Text("key", Election+name, max); err != nil {
+		return NameErr("election", name, err)
+	}
+	return nil
+}
+
 // NameErr is the error of a primitive's name (kind: "semaphore",
 // "election") whose key err refuses: "dblock: semaphore name \"x\":
 // invalid key: ...", said once, wrapping err.
