@@ -108,6 +108,12 @@ type run struct {
 	// (violations): the asynchronous failover run measures them.
 	measure    bool
 	violations int
+	// lossyCommits says the database may lose acknowledged commits (an
+	// asynchronous standby promoted after a crash): a live hold's recorded
+	// end may be lost with them, which is no failure of the lock, and is
+	// logged and counted (lostEnds) instead.
+	lossyCommits bool
+	lostEnds     int
 }
 
 // errorf fails the run, or, when it only measures, logs and counts.
