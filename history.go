@@ -27,18 +27,27 @@ const DefaultHistoryRetention = 7 * 24 * time.Hour
 // not in List. A holder that finds its own lease ran out is told (Err);
 // the history records that loss when the row is next taken or reaped.
 //
-// PostgreSQL, SQLite, MySQL and MariaDB. On MySQL and MariaDB a statement
-// that fires a trigger reports 0 where the lock statements report their
-// token (LAST_INSERT_ID), so there each acquisition reads its token back:
-// one more statement per acquisition, and every process that uses the
-// table must run this version or a later one before the history is
-// turned on (an older one cannot tell that it took a key). Portable mode
-// keeps it. Migrate refuses WithHistory with ErrInvalidOption on TiDB (no
-// triggers) and the other distributed engines (Galera, CockroachDB,
-// YugabyteDB: none installed); the table (<table>_history) is created
-// there too and reads empty. Users of golang-migrate or goose apply
-// schema/history/<dialect>.sql after the versioned files (and
-// <dialect>_off.sql to turn it off again).
+// PostgreSQL, SQLite, MySQL, MariaDB and TiDB. On MySQL and MariaDB a
+// statement that fires a trigger reports 0 where the lock statements
+// report their token (LAST_INSERT_ID), so there each acquisition reads its
+// token back: one more statement per acquisition, and every process that
+// uses the table must run this version or a later one before the history
+// is turned on (an older one cannot tell that it took a key). Portable
+// mode keeps it. TiDB runs no triggers: there Migrate creates the
+// sequence <table>_history_seq and marks the lock table's comment, and
+// while the mark is there each process writes the events of every change
+// it makes to the lock table itself, in a transaction around the change (the row read before and after, then the
+// events inserted: four statements where one was, see docs/usage.md for
+// the cost); a running process notices within 5 seconds that the history
+// was turned on or off, and every process must run this version or a
+// later one (an older one writes no event), with INSERT on the history
+// and on its sequence (docs/privileges.md). A row deleted by hand on TiDB
+// leaves no event. Migrate refuses WithHistory with ErrInvalidOption on
+// the other distributed engines (Galera, CockroachDB, YugabyteDB: none
+// installed); the table (<table>_history) is created there too and reads
+// empty. Users of golang-migrate or goose apply
+// schema/history/<dialect>.sql (tidb.sql on TiDB) after the versioned
+// files (and <dialect>_off.sql to turn it off again).
 func WithHistory() Option {
 	return func(c *config) error {
 		c.history = true

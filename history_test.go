@@ -4,23 +4,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dblockhq/dblock"
 	"github.com/dblockhq/dblock/internal/dbtest"
+	"github.com/dblockhq/dblock/internal/dialect"
+	"github.com/dblockhq/dblock/internal/migrate"
+	"github.com/dblockhq/dblock/schema"
 )
 
 // historyTable migrates a fresh table with its history on (in mode: none,
-// or WithPortable), or returns false on TiDB, which runs no triggers,
-// after checking that Migrate refuses.
+// or WithPortable), or returns false on a distributed engine other than
+// TiDB (whose processes write the history themselves), after checking
+// that Migrate refuses.
 func historyTable(t *testing.T, d dblock.Dialect, mode ...dblock.Option) (string, bool) {
 	t.Helper()
 	db := dbtest.Open(t, d)
 	table := dbtest.Table(t, db, d, mode...)
 	err := dblock.Migrate(ctxT(t, 30*time.Second), db, append([]dblock.Option{dblock.WithTable(table), dblock.WithDialect(d), dblock.WithHistory()}, mode...)...)
-	if d == dblock.MySQL && dbtest.Engine(t, db, d).Distributed() {
+	if e := dbtest.Engine(t, db, d); d == dblock.MySQL && e.Distributed() && e != dialect.EngineTiDB {
 		if !errors.Is(err, dblock.ErrInvalidOption) {
 			t.Fatalf("Migrate WithHistory without triggers = %v, want ErrInvalidOption", err)
 		}
@@ -205,7 +210,9 @@ func TestHistoryRetention(t *testing.T) {
 
 // TestHistoryLeastPrivilege: a role with only the documented grants
 // (none on the history) writes the history through the triggers, which
-// run with their creator's rights, and cannot change it.
+// run with their creator's rights, and cannot change it. On TiDB, where
+// the processes write it, the documented grants add INSERT on the history
+// and SELECT on its sequence: the role still cannot delete it.
 func TestHistoryLeastPrivilege(t *testing.T) {
 	dbtest.EachServer(t, testHistoryLeastPrivilege)
 }
@@ -217,7 +224,11 @@ func testHistoryLeastPrivilege(t *testing.T, d dblock.Dialect) {
 		return
 	}
 	ctx := ctxT(t, 30*time.Second)
-	db := restrictedDB(t, admin, d, table)
+	var extra []string
+	if dbtest.Engine(t, admin, d) == dialect.EngineTiDB {
+		extra = historyGrantsTiDB(table)
+	}
+	db := restrictedDB(t, admin, d, table, extra...)
 	l, err := dblock.New(db, dblock.WithTable(table))
 	if err != nil {
 		t.Fatal(err)
@@ -391,7 +402,9 @@ func checkAcquired(t *testing.T, l *dblock.Locker, got map[string][]int64) {
 // TestHistoryCycleStatements: with the history on, a TryLock and Unlock of
 // a key whose row this Locker released send two statements, as without
 // it: behind MariaDB's triggers the take is made by the token the release
-// left in the row, so its token needs no read.
+// left in the row, so its token needs no read. On TiDB, where the process
+// writes the history, each of them is four, in a transaction: the read of
+// the row before, the statement, the read after and the history's insert.
 func TestHistoryCycleStatements(t *testing.T) {
 	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
 		table, on := historyTable(t, d)
@@ -419,13 +432,68 @@ func TestHistoryCycleStatements(t *testing.T) {
 		cycle() // the row's creation, and the engine's probe
 		cycle()
 		const n = 10
+		want := int64(2 * n)
+		if dbtest.Engine(t, db, d) == dialect.EngineTiDB {
+			want = 4 * 2 * n
+		}
 		n0 := c.N()
 		for range n {
 			cycle()
 		}
-		if got := c.N() - n0; got != 2*n {
-			t.Errorf("%d TryLock+Unlock cycles sent %d statements, want %d", n, got, 2*n)
+		if got := c.N() - n0; got != want {
+			t.Errorf("%d TryLock+Unlock cycles sent %d statements, want %d", n, got, want)
 		}
 		checkAcquired(t, l, map[string][]int64{"k": tokens})
+	})
+}
+
+// TestHistoryTurnedOnWhileRunning: a Locker that was running when the
+// history was turned on writes its events from then on (at once behind
+// triggers; on TiDB, where the processes write it, once it next checks the
+// lock table's mark, within 5 seconds), and on TiDB stops writing them
+// once schema/history/tidb_off.sql turned it off again.
+func TestHistoryTurnedOnWhileRunning(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
+		l, db, table := dbtest.Locker(t, d)
+		ctx := ctxT(t, 60*time.Second)
+		cycle := func() {
+			t.Helper()
+			lk := mustLock(t)(l.TryLock(ctx, "k"))
+			if err := lk.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cycle()
+		if err := dblock.Migrate(ctx, db, dblock.WithTable(table), dblock.WithDialect(d), dblock.WithHistory()); err != nil {
+			if e := dbtest.Engine(t, db, d); d == dblock.MySQL && e.Distributed() && e != dialect.EngineTiDB {
+				return // refused (historyTable checks how)
+			}
+			t.Fatal(err)
+		}
+		waitUntil(t, "the running Locker's events in the history", func() bool {
+			cycle()
+			return len(events(t, l, "k")) > 0
+		})
+		if dbtest.Engine(t, db, d) != dialect.EngineTiDB {
+			return
+		}
+		text, err := fs.ReadFile(schema.FS, "history/tidb_off.sql")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range migrate.SplitStatements(migrate.RenameTable(string(text), table, func(s string) string { return "`" + s + "`" })) {
+			mustExec(t, db, s)
+		}
+		// Off: once a cycle leaves no event, none after it does either.
+		waitUntil(t, "the history turned off", func() bool {
+			n := len(events(t, l, "k"))
+			cycle()
+			return len(events(t, l, "k")) == n
+		})
+		n := len(events(t, l, "k"))
+		cycle()
+		if got := len(events(t, l, "k")); got != n {
+			t.Fatalf("a cycle after the history was turned off wrote %d events", got-n)
+		}
 	})
 }

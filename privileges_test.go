@@ -37,10 +37,19 @@ func grantSQL(d dblock.Dialect, table, role string) []string {
 	}
 }
 
+// historyGrantsTiDB lists the grants docs/privileges.md adds on TiDB for
+// the history, which the processes write there: role is appended.
+func historyGrantsTiDB(table string) []string {
+	return []string{
+		"GRANT INSERT ON `" + table + "_history` TO ",
+		"GRANT INSERT ON `" + table + "_history_seq` TO ",
+	}
+}
+
 // restrictedDB creates a login role with a password and only the grants of
-// grantSQL on table, and returns a pool connected as it. The role is
-// dropped at cleanup.
-func restrictedDB(t *testing.T, admin *sql.DB, d dblock.Dialect, table string) *sql.DB {
+// grantSQL on table (and those of more, each completed by the role), and
+// returns a pool connected as it. The role is dropped at cleanup.
+func restrictedDB(t *testing.T, admin *sql.DB, d dblock.Dialect, table string, more ...string) *sql.DB {
 	t.Helper()
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -68,6 +77,9 @@ func restrictedDB(t *testing.T, admin *sql.DB, d dblock.Dialect, table string) *
 	}
 	for _, s := range append(create, grantSQL(d, table, role)...) {
 		mustExec(t, admin, s)
+	}
+	for _, s := range more {
+		mustExec(t, admin, s+role)
 	}
 	t.Cleanup(func() {
 		for _, s := range drop {

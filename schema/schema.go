@@ -10,13 +10,16 @@
 //	goose/postgres/NNNN_name.sql, goose/mysql/NNNN_name.sql,
 //	goose/sqlite/NNNN_name.sql                               goose format (Up and Down annotated)
 //	history/<dialect>.sql, history/<dialect>_off.sql         the history's triggers, on and off
+//	history/tidb.sql, history/tidb_off.sql                   TiDB's history sequence, on and off
 //
 // Version 6 creates lock_table_history; the triggers that fill it are not
 // a version of their own but a switch: Migrate installs them when given
 // WithHistory, and users of other tools apply history/<dialect>.sql (and
 // history/<dialect>_off.sql to stop) after the versioned files; on MySQL
 // and MariaDB only once every process using the table runs a dblock
-// version that reads its tokens back: see dblock.WithHistory.
+// version that reads its tokens back. TiDB runs no triggers: there
+// history/tidb.sql creates the sequence whose existence tells every dblock
+// process to write the history itself: see dblock.WithHistory.
 //
 // The files name the default table, lock_table (and, derived from it,
 // lock_table_token_seq on PostgreSQL, lock_table_fence plus the trigger

@@ -168,8 +168,8 @@ tidb_wait() {
   ./scripts/tidb.sh
 }
 step "TiDB (scripts/tidb.sh: its build, started in the background after the tests, then start)" tidb_wait
-step "TiDB: conformance and advisory (go test -race)" env DBLOCK_MYSQL_DSN="$tidb" go test -race -count=1 -timeout 20m "$@" \
-  -run 'TestConformance/mysql|TestEngineOf|TestDistributedEngineRefused/mysql' ./internal/dialect/ ./advisory/
+step "TiDB: conformance, advisory and the history's commands (go test -race)" env DBLOCK_MYSQL_DSN="$tidb" go test -race -count=1 -timeout 20m "$@" \
+  -run 'TestConformance/mysql|TestEngineOf|TestDistributedEngineRefused/mysql|TestHistoryCommand/mysql|TestHistoryCommandOff/mysql|TestControlCharacters/mysql' ./internal/dialect/ ./advisory/ ./cmd/dblock/
 step "TiDB: root package (go test -race -run /mysql)" env DBLOCK_MYSQL_DSN="$tidb" go test -race -count=1 -timeout 20m "$@" -run '/mysql' .
 step "TiDB: fault suite (5,000 acquisitions: TiDB hands a key over at about half MariaDB's rate)" env DBLOCK_MYSQL_DSN="$tidb" DBLOCK_FAULT_ACQUISITIONS=5000 go test -race -count=1 -timeout 20m -v "$@" -run 'TestFaults/mysql' ./internal/faultsuite/
 # The server scripts/tidb.sh started is stopped here (it costs half a core

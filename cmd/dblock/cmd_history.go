@@ -64,7 +64,7 @@ func cmdHistory(ctx context.Context, a *app, args []string) error {
 	if on, err := historyOn(ctx, c.db, t.dialect, c.table); err != nil {
 		return err
 	} else if !on {
-		fmt.Fprintf(a.stderr, "dblock history: the history of %s is off: no event is recorded (dblock migrate --history turns it on; not on TiDB or another distributed engine)\n", c.table)
+		fmt.Fprintf(a.stderr, "dblock history: the history of %s is off: no event is recorded (dblock migrate --history turns it on; not on a distributed engine other than TiDB)\n", c.table)
 	}
 	if *limit > 0 && len(hs) > *limit {
 		hs = hs[:*limit]

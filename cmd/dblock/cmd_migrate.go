@@ -11,7 +11,7 @@ func cmdMigrate(ctx context.Context, a *app, args []string) error {
 	fs := newFlagSet("migrate")
 	c := addCommon(fs)
 	c.createsFile = true // a new sqlite:PATH is created
-	history := fs.Bool("history", false, "also turn the table's history on (not on TiDB or another distributed engine): dblock history reads it")
+	history := fs.Bool("history", false, "also turn the table's history on (not on a distributed engine other than TiDB): dblock history reads it")
 	if err := a.parseFlags(fs, "dblock migrate [--history] [--dsn DSN] [--table NAME]", args); err != nil {
 		return err
 	}
@@ -20,7 +20,7 @@ func cmdMigrate(ctx context.Context, a *app, args []string) error {
 	}
 	if flagSet(fs, "history") && !*history {
 		// Migrate only installs the history's triggers; it never drops them.
-		return exitf(exitUsage, "--history=false does not turn the history off (migrate only turns it on): apply schema/history/<dialect>_off.sql (postgres, mysql or sqlite; written for lock_table, rename it for --table) to turn it off")
+		return exitf(exitUsage, "--history=false does not turn the history off (migrate only turns it on): apply schema/history/<dialect>_off.sql (postgres, mysql, sqlite or tidb; written for lock_table, rename it for --table) to turn it off")
 	}
 	db, t, err := c.connect(ctx, a)
 	if err != nil {

@@ -95,3 +95,45 @@ func (c *StmtCache) Close() {
 		delete(c.m, q)
 	}
 }
+
+// InTx returns a Querier that runs the cache's statements in tx: each is
+// prepared once on tx's connection, as on any other of the pool, instead
+// of once per statement.
+func (c *StmtCache) InTx(tx *sql.Tx) Querier { return txStmts{c, tx} }
+
+// txStmts is a StmtCache's statements in a transaction (InTx).
+type txStmts struct {
+	c  *StmtCache
+	tx *sql.Tx
+}
+
+// Tx returns the transaction the statements run in.
+func (t txStmts) Tx() *sql.Tx { return t.tx }
+
+// ExecContext runs query's prepared statement in the transaction.
+func (t txStmts) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	s, err := t.c.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return t.tx.StmtContext(ctx, s).ExecContext(ctx, args...)
+}
+
+// QueryContext runs query's prepared statement in the transaction.
+func (t txStmts) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	s, err := t.c.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return t.tx.StmtContext(ctx, s).QueryContext(ctx, args...)
+}
+
+// QueryRowContext runs query's prepared statement in the transaction, or
+// the query unprepared when its prepare failed (as StmtCache's).
+func (t txStmts) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	s, err := t.c.stmt(ctx, query)
+	if err != nil {
+		return t.tx.QueryRowContext(ctx, query, args...)
+	}
+	return t.tx.StmtContext(ctx, s).QueryRowContext(ctx, args...)
+}

@@ -166,7 +166,8 @@ func newRunOn(t *testing.T, d dblock.Dialect, db *sql.DB, dsn string, nodes []no
 		t.Log("FIFO mode (WithFIFO): waiters in ticket order across processes")
 	}
 	table := dbtest.Table(t, db, d, mode...)
-	history := historyOn(d, dsn, len(nodes) > 0 || dbtest.Engine(t, db, d).Distributed())
+	eng := dbtest.Engine(t, db, d)
+	history := historyOn(d, dsn, len(nodes) > 0 || eng.Distributed() && eng != dialect.EngineTiDB)
 	if history {
 		hctx, hcancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err := dblock.Migrate(hctx, db, append([]dblock.Option{dblock.WithTable(table), dblock.WithDialect(d), dblock.WithHistory()}, mode...)...)
@@ -203,7 +204,7 @@ func newRunOn(t *testing.T, d dblock.Dialect, db *sql.DB, dsn string, nodes []no
 			t.Fatal(err)
 		}
 	}
-	noKill := dbtest.Engine(t, db, d) == dialect.EngineTiDB
+	noKill := eng == dialect.EngineTiDB
 	if noKill {
 		t.Log("TiDB: terminate faults are cuts here (KILL of a session in a transaction crashes this tidb-server: pingcap/tidb#63956)")
 	}

@@ -8,12 +8,13 @@ import (
 )
 
 // The table's own history (dblock.WithHistory) is on where the engine
-// runs its triggers (PostgreSQL, MySQL and MariaDB, in portable mode too):
+// runs its triggers (PostgreSQL, MySQL and MariaDB, in portable mode too)
+// and on TiDB, where the workers write it themselves:
 // checkLockHistory holds it against the workers' log.
 
 // historyOn reports whether the run's table records its history: on
-// PostgreSQL, MySQL and MariaDB, in portable mode too; not on TiDB, which
-// runs no triggers, nor on a cluster (many: a Galera cluster, which may
+// PostgreSQL, MySQL, MariaDB and TiDB, in portable mode too; not on a
+// cluster of servers (many: a Galera cluster, which may
 // lose acknowledged commits, see docs/engines.md); and not in the failover
 // suite (dsn set), where a promoted standby may lack what the old primary
 // committed last and acknowledged without waiting for it (asynchronous

@@ -51,11 +51,18 @@ func (m *mysqlDialect) SetData(ctx context.Context, q dialect.Querier, key, owne
 
 // ForceRelease releases the live row in place if it is still the
 // acquisition read (MySQL has no UPDATE ... RETURNING).
-func (m *mysqlDialect) ForceRelease(ctx context.Context, q dialect.Querier, key string) (dialect.Info, bool, error) {
+func (m *mysqlDialect) ForceRelease(ctx context.Context, q dialect.Querier, key string) (info dialect.Info, ok bool, err error) {
+	if m, err = m.on(ctx, q); err != nil {
+		return info, false, err
+	}
 	r := m.adminReplacer()
-	return dialect.ReleaseIfUnchanged(ctx, q, key, m.getSQL,
-		r.Replace(`UPDATE {t} SET memo = '', lease_ms = 0, update_time = UTC_TIMESTAMP(6), depth = 0
+	err = m.record(ctx, q, []string{key}, func(q dialect.Querier) (err error) {
+		info, ok, err = dialect.ReleaseIfUnchanged(ctx, q, key, m.getSQL,
+			r.Replace(`UPDATE {t} SET memo = '', lease_ms = 0, update_time = UTC_TIMESTAMP(6), depth = 0
 WHERE key_id = ? AND memo = ? AND token = ? AND depth = ? AND NOT ({expired})`))
+		return err
+	})
+	return info, ok, err
 }
 
 // Linger shortens the lease of a depth-1 acquisition so that it ends atLeast

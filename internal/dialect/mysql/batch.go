@@ -52,7 +52,14 @@ func (m *mysqlDialect) batch(ctx context.Context, q dialect.Querier, cs []*diale
 		return []any{c.Key, c.Token, 0, ""}
 	})
 	var done map[string]bool
-	res, err := q.ExecContext(ctx, m.cycleMany.Text(len(pc)), args...)
+	var keys []string
+	if m.journal != nil {
+		keys = make([]string, len(cs))
+		for i, c := range cs {
+			keys[i] = c.Key
+		}
+	}
+	res, err := m.exec(ctx, q, keys, m.cycleMany.Text(len(pc)), args...)
 	if err != nil && lockedErr(err) == nil {
 		// Another transaction holds one of the rows locked (mariaNoWait):
 		// that call's key is held or busy, the others may not be. Each

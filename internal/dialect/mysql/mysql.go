@@ -83,6 +83,8 @@ type mysqlDialect struct {
 	cycleTmpl string
 	// reads are the reads of a token behind a trigger (tokenread.go).
 	reads readStmts
+	// journal writes TiDB's history (journal.go): ti's only.
+	journal *journal
 }
 
 var _ dialect.Dialect = (*mysqlDialect)(nil)
@@ -101,6 +103,7 @@ const myExpired = `update_time + INTERVAL lease_ms * 1000 MICROSECOND <= UTC_TIM
 func New(cfg dialect.Config) dialect.Dialect {
 	m := build(cfg, false)
 	m.ti = build(cfg, true)
+	m.ti.journal = newJournal(cfg.Table, m.Quote)
 	m.maria = build(cfg, false)
 	m.triggers = new(atomic.Bool) // one server: all its statements' variants share it
 	m.ti.triggers, m.maria.triggers = m.triggers, m.triggers
@@ -262,7 +265,7 @@ func (m *mysqlDialect) Take(ctx context.Context, q dialect.Querier, key, owner s
 			return last + 1, err == nil, err
 		}
 	}
-	res, err := q.ExecContext(ctx, m.takeSQL, owner, ms, data, key)
+	res, err := m.exec(ctx, q, []string{key}, m.takeSQL, owner, ms, data, key)
 	if err != nil {
 		return 0, false, lockedErr(err)
 	}
@@ -329,7 +332,7 @@ func (m *mysqlDialect) Upsert(ctx context.Context, q dialect.Querier, key, owner
 			return m.tidbUpsert(ctx, q, db, key, owner, args)
 		}
 	}
-	res, err := q.ExecContext(ctx, m.acquireSQL, args...)
+	res, err := m.exec(ctx, q, []string{key}, m.acquireSQL, args...)
 	if err != nil {
 		return 0, false, lockedErr(err)
 	}
@@ -358,7 +361,7 @@ func (m *mysqlDialect) Upsert(ctx context.Context, q dialect.Querier, key, owner
 // token comes from the TSO (tidbFloor, tidbCreate).
 func (m *mysqlDialect) tidbUpsert(ctx context.Context, q dialect.Querier, db *sql.DB, key, owner string, args []any) (int64, bool, error) {
 	rowArgs := append(append(append(make([]any, 0, len(args)+1), args[:4]...), key), args[4:]...)
-	res, err := q.ExecContext(ctx, m.acquireRowSQL, rowArgs...)
+	res, err := m.exec(ctx, q, []string{key}, m.acquireRowSQL, rowArgs...)
 	if err != nil {
 		return 0, false, lockedErr(err)
 	}
@@ -381,7 +384,7 @@ func (m *mysqlDialect) tidbUpsert(ctx context.Context, q dialect.Querier, db *sq
 	}
 	var ok bool
 	err = tidbCreate(ctx, db, func(c dialect.Querier) error {
-		res, err := c.ExecContext(ctx, m.tsoAcquireSQL, args...)
+		res, err := m.exec(ctx, c, []string{key}, m.tsoAcquireSQL, args...)
 		if err != nil {
 			return err
 		}
@@ -447,7 +450,7 @@ func tidbCreateOnce(ctx context.Context, db *sql.DB, fn func(q dialect.Querier) 
 		_ = conn.Raw(func(any) error { return sqldriver.ErrBadConn })
 		return err
 	}
-	if err = fn(conn); err == nil {
+	if err = fn(txConn{conn}); err == nil {
 		if _, err = conn.ExecContext(ctx, "COMMIT"); err == nil {
 			return nil
 		}
@@ -483,8 +486,11 @@ func (m *mysqlDialect) confirmUpsert(ctx context.Context, q dialect.Querier, res
 // release tries the last level's release first: when that finds nothing
 // (the row is held deeper, or no longer ours) the general form decides.
 func (m *mysqlDialect) Release(ctx context.Context, q dialect.Querier, key, owner string, token int64) (ok, freed bool, err error) {
+	if m, err = m.on(ctx, q); err != nil {
+		return false, false, err
+	}
 	for _, query := range [...]string{m.releaseLastSQL, m.releaseSQL} {
-		res, err := q.ExecContext(ctx, query, key, owner, token)
+		res, err := m.exec(ctx, q, []string{key}, query, key, owner, token)
 		if err != nil {
 			return false, false, err
 		}
@@ -500,7 +506,11 @@ func (m *mysqlDialect) Held(ctx context.Context, q dialect.Querier, key, owner s
 }
 
 func (m *mysqlDialect) Handoff(ctx context.Context, q dialect.Querier, key, owner string, token int64, to string, ttl time.Duration, data []byte) (int64, bool, error) {
-	newToken, ok, err := oneRowID(q.ExecContext(ctx, m.handoffSQL, to, ttl.Milliseconds(), data, key, owner, token))
+	m, err := m.on(ctx, q)
+	if err != nil {
+		return 0, false, err
+	}
+	newToken, ok, err := oneRowID(m.exec(ctx, q, []string{key}, m.handoffSQL, to, ttl.Milliseconds(), data, key, owner, token))
 	if !ok {
 		return 0, false, err
 	}

@@ -359,9 +359,11 @@ ORDER BY h.id LIMIT ?
 DELETE FROM {h} WHERE event_time < UTC_TIMESTAMP(6) - INTERVAL ? * 1000 MICROSECOND LIMIT {limit}
 
 -- name: history.on
--- The history's update trigger on the lock table (none on TiDB, whose
--- information_schema.TRIGGERS is always empty).
-SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() AND EVENT_OBJECT_TABLE = ? AND TRIGGER_NAME = ?
+-- The history's update trigger on the lock table, or on TiDB (whose
+-- information_schema.TRIGGERS is always empty) the lock table's comment
+-- that says the processes write it (schema/history/tidb.sql, journal.go).
+SELECT (SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() AND EVENT_OBJECT_TABLE = ? AND TRIGGER_NAME = ?)
+     + (SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND TABLE_COMMENT = 'dblock: history written by its processes')
 
 -- name: history.label
 -- ForceUnlock names itself to the history's trigger, which writes the
@@ -372,3 +374,32 @@ SET @dblock_force = ?
 
 -- name: history.unlabel
 SET @dblock_force = NULL
+
+-- TiDB's history, which the processes write (journal.go): the mark on the
+-- lock table's comment that turns it on (schema/history/tidb.sql), the
+-- rows of a change's keys locked and read before it, read again after it
+-- with the database's time and ForceUnlock's label (journal.now alone when
+-- every row was deleted), and the insert of its events, whose rows of
+-- values journal.go appends.
+-- name: journal.on
+SELECT COUNT(*) FROM information_schema.TABLES
+WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND TABLE_COMMENT = 'dblock: history written by its processes'
+
+-- name: journal.before
+SELECT key_id, token, depth, memo,
+  TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', acquired_time),
+  TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', update_time + INTERVAL lease_ms * 1000 MICROSECOND)
+FROM {t} WHERE key_id IN ({keys}) FOR UPDATE
+
+-- name: journal.after
+SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)), @dblock_force,
+  key_id, token, depth, memo,
+  TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', acquired_time),
+  TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', update_time + INTERVAL lease_ms * 1000 MICROSECOND)
+FROM {t} WHERE key_id IN ({keys}) FOR UPDATE
+
+-- name: journal.now
+SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)), @dblock_force
+
+-- name: journal.insert
+INSERT INTO {h} (id, event_time, key_id, event, memo, token, depth, held_ms, detail) VALUES

@@ -219,7 +219,7 @@ func (m *mysqlDialect) Reap(ctx context.Context, db *sql.DB, limit int) (keys []
 		for _, k := range keys {
 			args = append(args, k)
 		}
-		if _, err = tx.ExecContext(ctx, strings.Replace(m.reapDelSQL, "{keys}", dialect.Placeholders("?", len(keys)), 1), args...); err != nil {
+		if _, err = m.exec(ctx, tx, keys, strings.Replace(m.reapDelSQL, "{keys}", dialect.Placeholders("?", len(keys)), 1), args...); err != nil {
 			return nil, err
 		}
 	}

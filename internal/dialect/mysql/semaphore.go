@@ -56,7 +56,7 @@ func (m *mysqlDialect) TakeAny(ctx context.Context, q dialect.Querier, keys []st
 		return "", 0, false, err
 	}
 	if e.tidb || len(keys) >= 1024 {
-		return m.takeAnyRead(ctx, q, keys, owner, ttl)
+		return e.takeAnyRead(ctx, q, keys, owner, ttl)
 	}
 	args := keyArgs(keyArgs(nil, keys), keys)
 	args = keyArgs(append(args, owner, ttl.Milliseconds()), keys)
@@ -86,7 +86,7 @@ func (m *mysqlDialect) TakeAny(ctx context.Context, q dialect.Querier, keys []st
 // takeAnyRead is TakeAny in two statements: the take, then a read of
 // which row it took.
 func (m *mysqlDialect) takeAnyRead(ctx context.Context, q dialect.Querier, keys []string, owner string, ttl time.Duration) (string, int64, bool, error) {
-	token, ok, err := oneRowID(q.ExecContext(ctx, withKeys(m.takeAnySQL, len(keys)), keyArgs([]any{owner, ttl.Milliseconds()}, keys)...))
+	token, ok, err := oneRowID(m.exec(ctx, q, keys, withKeys(m.takeAnySQL, len(keys)), keyArgs([]any{owner, ttl.Milliseconds()}, keys)...))
 	if !ok {
 		return "", 0, false, err
 	}

@@ -106,7 +106,7 @@ func (m *mysqlDialect) LockTx(ctx context.Context, db *sql.DB, tx *sql.Tx, key s
 				return 0, false, err
 			}
 		}
-		res, err := tx.ExecContext(ctx, m.tx.take, key)
+		res, err := m.exec(ctx, tx, []string{key}, m.tx.take, key)
 		if err != nil {
 			return 0, false, err
 		}
