@@ -36,9 +36,10 @@ const DefaultHistoryRetention = 7 * 24 * time.Hour
 // mode keeps it. TiDB runs no triggers: there Migrate creates the
 // sequence <table>_history_seq and marks the lock table's comment, and
 // while the mark is there each process writes the events of every change
-// it makes to the lock table itself, in a transaction around the change (the row read before and after, then the
-// events inserted: four statements where one was, see docs/usage.md for
-// the cost); a running process notices within 5 seconds that the history
+// it makes to the lock table itself, in a transaction around the change
+// (the row read before and after, then the events inserted: four
+// statements where one was, see docs/usage.md for the cost); a running
+// process notices within 5 seconds that the history
 // was turned on or off, and every process must run this version or a
 // later one (an older one writes no event), with INSERT on the history
 // and on its sequence (docs/privileges.md). A row deleted by hand on TiDB

@@ -33,6 +33,7 @@ const journalRecheck = 5 * time.Second
 type journal struct {
 	onSQL, beforeSQL, afterSQL, insertSQL string
 	nowSQL                                string // the time and label, when afterSQL finds no row
+	row                                   string // insertSQL's values of one event, its number drawn from the sequence
 
 	mu      sync.Mutex
 	on      bool
@@ -47,11 +48,9 @@ func newJournal(table string, quote func(string) string) *journal {
 		afterSQL:  queries.Get("journal.after", r),
 		nowSQL:    queries.Get("journal.now", r),
 		insertSQL: queries.Get("journal.insert", r) + " ",
+		row:       "(NEXTVAL(" + quote(dialect.HistoryTable(table)+"_seq") + "), ?, ?, ?, ?, ?, ?, ?, ?)",
 	}
 }
-
-// seqName names the sequence that numbers the events of TiDB's history.
-func seqName(table string) string { return dialect.HistoryTable(table) + "_seq" }
 
 // isOn says whether the history is on, reading it at most every
 // journalRecheck.
@@ -99,10 +98,10 @@ func (m *mysqlDialect) record(ctx context.Context, q dialect.Querier, keys []str
 		return fn(q)
 	}
 	on, err := m.journal.isOn(ctx, q, m.table)
-	if err != nil || !on {
-		if err != nil {
-			return err
-		}
+	if err != nil {
+		return err
+	}
+	if !on {
 		return fn(q)
 	}
 	var tx *sql.Tx
@@ -161,7 +160,6 @@ func (m *mysqlDialect) recordIn(ctx context.Context, q dialect.Querier, keys []s
 		return nil
 	}
 	at := time.UnixMicro(ts).UTC().Format("2006-01-02 15:04:05.000000")
-	seq := "NEXTVAL(" + m.Quote(seqName(m.table)) + ")"
 	var b strings.Builder
 	b.WriteString(j.insertSQL)
 	args := make([]any, 0, 8*len(evs))
@@ -169,7 +167,7 @@ func (m *mysqlDialect) recordIn(ctx context.Context, q dialect.Querier, keys []s
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString("(" + seq + ", ?, ?, ?, ?, ?, ?, ?, ?)")
+		b.WriteString(j.row)
 		var held any
 		if e.held >= 0 {
 			held = e.held
