@@ -3,6 +3,7 @@ package dblock_test
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,12 +42,14 @@ func readmeGoBlocks(md string) []readmeBlock {
 }
 
 // TestREADME holds README.md to what it prints. Every ```go block must be a
-// complete program (package main): the test vets it and runs it with
-// `go run` (the go command that runs the test, in this module, so it builds
-// against this tree), with DATABASE_URL set to the test PostgreSQL in a
-// schema of its own (search_path), and fails unless it exits 0. A block
-// meant only to be read must not be fenced as ```go. The Example functions
-// the README names must exist.
+// complete program (package main): the test vets and builds it (with the go
+// command that runs the test, in this module, so it builds against this
+// tree), runs it with DATABASE_URL set to the test PostgreSQL in a schema
+// of its own (search_path), and fails unless it exits 0; run again with
+// DATABASE_URL unset, it must exit non-zero, name DATABASE_URL, and create
+// nothing in the database the driver's defaults would reach. A block meant
+// only to be read must not be fenced as ```go. The Example functions the
+// README names must exist.
 func TestREADME(t *testing.T) {
 	md, err := os.ReadFile("README.md")
 	if err != nil {
@@ -78,12 +81,57 @@ func TestREADME(t *testing.T) {
 					t.Errorf("drop schema %s: %v", schema, err)
 				}
 			})
-			for _, args := range [][]string{{"vet", file}, {"run", file}} {
+			bin := filepath.Join(t.TempDir(), "readme")
+			for _, args := range [][]string{{"vet", file}, {"build", "-o", bin, file}} {
 				cmd := exec.CommandContext(ctx, "go", args...)
-				cmd.Env = append(os.Environ(), "DATABASE_URL="+dbtest.WithParam(dbtest.DSN(dblock.Postgres), "search_path="+schema))
 				if out, err := cmd.CombinedOutput(); err != nil {
 					t.Fatalf("README.md:%d: go %s: %v\n%s", b.line, args[0], err, out)
 				}
+			}
+			dsn := dbtest.DSN(dblock.Postgres)
+			run := exec.CommandContext(ctx, bin)
+			run.Env = append(withoutDatabaseURL(), "DATABASE_URL="+dbtest.WithParam(dsn, "search_path="+schema))
+			if out, err := run.CombinedOutput(); err != nil {
+				t.Fatalf("README.md:%d: the program: %v\n%s", b.line, err, out)
+			}
+			// Without DATABASE_URL, the program must stop and say so. The
+			// driver's own defaults (PG* variables, or user and database
+			// root over the Unix socket) would reach some database: here
+			// they name a fresh schema of the test server, which must stay
+			// empty.
+			empty := "readme_unset_" + dbtest.TableName()
+			if _, err := db.ExecContext(ctx, "CREATE SCHEMA "+empty); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if _, err := db.Exec("DROP SCHEMA " + empty + " CASCADE"); err != nil {
+					t.Errorf("drop schema %s: %v", empty, err)
+				}
+			})
+			unset := exec.CommandContext(ctx, bin)
+			unset.Env = append(withoutDatabaseURL(), pgEnv(t, dsn, empty)...)
+			out, err := unset.CombinedOutput()
+			if err == nil || !strings.Contains(string(out), "DATABASE_URL") {
+				t.Errorf("README.md:%d: with DATABASE_URL unset the program exited with %v, saying %q; want a failure that names DATABASE_URL", b.line, err, out)
+			}
+			var made []string
+			rows, err := db.QueryContext(ctx, "SELECT relname FROM pg_class WHERE relnamespace = $1::regnamespace ORDER BY relname", empty)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var name string
+				if err := rows.Scan(&name); err != nil {
+					t.Fatal(err)
+				}
+				made = append(made, name)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if len(made) > 0 {
+				t.Errorf("README.md:%d: with DATABASE_URL unset the program created %q in the database the driver's defaults named", b.line, made)
 			}
 		})
 	}
@@ -107,4 +155,35 @@ func TestREADME(t *testing.T) {
 			}
 		}
 	})
+}
+
+// withoutDatabaseURL is the test's environment without DATABASE_URL and
+// the PG* variables that pgx reads.
+func withoutDatabaseURL() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DATABASE_URL=") && !strings.HasPrefix(kv, "PG") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// pgEnv returns the PG* variables that make pgx's defaults (the DSN "")
+// connect to dsn's server and database, with schema as the search_path.
+func pgEnv(t *testing.T, dsn, schema string) []string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PGHOST=" + u.Hostname(), "PGPORT=" + u.Port(), "PGUSER=" + u.User.Username(),
+		"PGDATABASE=" + strings.TrimPrefix(u.Path, "/"), "PGOPTIONS=-c search_path=" + schema}
+	if pw, ok := u.User.Password(); ok {
+		env = append(env, "PGPASSWORD="+pw)
+	}
+	if mode := u.Query().Get("sslmode"); mode != "" {
+		env = append(env, "PGSSLMODE="+mode)
+	}
+	return env
 }
