@@ -108,7 +108,11 @@ func cmdDemo(ctx context.Context, a *app, args []string) error {
 	for i := range keys {
 		keys[i] = &keyState{name: fmt.Sprintf("dblock-demo:%d", i), holder: -1, lastWorker: -1}
 	}
-	fmt.Fprintf(a.stdout, "demo: %d workers, %d keys, %v, on %s table %s\n", *workers, *nkeys, *duration, t.dialect, c.table)
+	where := fmt.Sprintf("%s, table %s", t.redacted, c.table)
+	if c.embedded {
+		where = fmt.Sprintf("the embedded SQLite file %s, table %s (locks of this host only; --dsn DSN for a server)", t.litePath, c.table)
+	}
+	fmt.Fprintf(a.stdout, "demo: %d workers contend for %d keys for %v, on %s\n%s", *workers, *nkeys, *duration, where, demoLegend)
 	start := time.Now()
 	errs := make(chan error, *workers)
 	var wg sync.WaitGroup
@@ -150,6 +154,16 @@ func cmdDemo(ctx context.Context, a *app, args []string) error {
 	}
 	return errors.Join(werr...)
 }
+
+// demoLegend says what the figures of each line mean.
+const demoLegend = `Every second, counted from the start:
+  acquisitions  locks taken, by all workers
+  handoffs      acquisitions of a key whose last holder was another worker
+  violations    a key taken while another worker held it, or a token not
+                above the key's last one: must stay 0 (else exit status 70)
+  last tokens   each key's latest fencing token: it only grows (with gaps
+                on PostgreSQL: "dblock demo" in docs/cli.md says why)
+`
 
 // demoWorker takes random keys until ctx ends, holding each for a moment.
 func demoWorker(ctx context.Context, c *common, a *app, db *sql.DB, d dblock.Dialect, w int, keys []*keyState) error {

@@ -38,6 +38,8 @@ type common struct {
 	// (migrate, demo: they create the table); the others refuse it, so
 	// that a typo leaves no empty file behind.
 	createsFile bool
+	// embedded is set by connect when it used the embedded SQLite file.
+	embedded bool
 	// db is the pool open gave its Locker, for the few reads the
 	// Locker's API has no call for (history's check that it is on).
 	db *sql.DB
@@ -86,6 +88,7 @@ func (c *common) connect(ctx context.Context, a *app) (*sql.DB, target, error) {
 		dsn = os.Getenv("DBLOCK_DSN")
 	}
 	embedded := dsn == ""
+	c.embedded = embedded
 	if embedded && !c.embeddedOK {
 		return nil, target{}, exitf(exitConfig, "no database: pass --dsn DSN or set DBLOCK_DSN (postgres://…, mysql://…; sqlite:PATH for locks on this host only)")
 	}

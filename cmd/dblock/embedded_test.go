@@ -28,6 +28,12 @@ func TestEmbeddedDefault(t *testing.T) {
 	if _, err := os.Stat(file); err != nil {
 		t.Fatalf("embedded database not where documented: %v", err)
 	}
+	// It says where the file is, and what its figures mean.
+	for _, want := range []string{"the embedded SQLite file " + file, "\n  handoffs ", "\n  violations ", "\n  last tokens "} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("demo's output %q does not say %q", r.stdout, want)
+		}
+	}
 	var last int64
 	for i := range 2 {
 		r := cliEnv(t, env, "run", "--dsn", "sqlite:"+file, "--key", "nightly", "--", "sh", "-c", "echo $DBLOCK_TOKEN")
