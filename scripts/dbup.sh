@@ -7,16 +7,38 @@
 #  2. a Docker engine answers: docker compose up -d --wait (docker-compose.yml);
 #  3. otherwise, as root on Debian: install the postgresql and mariadb-server
 #     packages if missing, start them, and create the test database and users.
-# Exits non-zero, saying why, when a database still cannot be reached.
+# Then it makes sure the databases' own clients are on PATH (psql, mysql or
+# mariadb, sqlite3: TestMigratePrintApplied applies migrate --print's SQL
+# with them), installing postgresql-client, mariadb-client and sqlite3 as
+# root on Debian when one is missing.
+# Exits non-zero, saying why, when a database still cannot be reached or a
+# client cannot be had.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 log() { printf 'dbup: %s\n' "$*" >&2; }
 ping() { go run ./internal/dbtest/ping "$@" >/dev/null 2>&1; }
 
+# clients installs the databases' command-line clients that are missing.
+clients() {
+  local need=()
+  command -v psql >/dev/null 2>&1 || need+=(postgresql-client)
+  command -v mysql >/dev/null 2>&1 || command -v mariadb >/dev/null 2>&1 || need+=(mariadb-client)
+  command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
+  [ ${#need[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    log "missing clients: install ${need[*]} (not root with apt-get here)"
+    return 1
+  fi
+  log "installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null ||
+    { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null; }
+}
+
 missing=()
 for d in postgres mysql; do ping "$d" || missing+=("$d"); done
-[ ${#missing[@]} -eq 0 ] && { log "postgres and mysql reachable"; exit 0; }
+[ ${#missing[@]} -eq 0 ] && { log "postgres and mysql reachable"; clients; exit; }
 log "not reachable: ${missing[*]}"
 
 if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
@@ -75,3 +97,4 @@ for d in postgres mysql; do
   ping "$d" || { go run ./internal/dbtest/ping "$d" >&2 || true; log "$d still unreachable"; exit 1; }
 done
 log "postgres and mysql reachable"
+clients

@@ -12,7 +12,8 @@ func cmdMigrate(ctx context.Context, a *app, args []string) error {
 	c := addCommon(fs)
 	c.createsFile = true // a new sqlite:PATH is created
 	history := fs.Bool("history", false, "also turn the table's history on (not on a distributed engine other than TiDB): dblock history reads it")
-	if err := a.parseFlags(fs, "dblock migrate [--history] [--dsn DSN] [--table NAME]", args); err != nil {
+	p := addPrintFlags(fs)
+	if err := a.parseFlags(fs, "dblock migrate [--history] [--dsn DSN] [--table NAME] | --print [--dialect D] [--from N] [--down] [--history]", args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -20,7 +21,13 @@ func cmdMigrate(ctx context.Context, a *app, args []string) error {
 	}
 	if flagSet(fs, "history") && !*history {
 		// Migrate only installs the history's triggers; it never drops them.
-		return exitf(exitUsage, "--history=false does not turn the history off (migrate only turns it on): apply schema/history/<dialect>_off.sql (postgres, mysql, sqlite or tidb; written for lock_table, rename it for --table) to turn it off")
+		return exitf(exitUsage, "--history=false does not turn the history off (migrate only turns it on): dblock migrate --print --history --down --from %d prints the SQL that does (schema/history/<dialect>_off.sql, for --table)", dblock.SchemaVersion())
+	}
+	if err := p.check(fs); err != nil {
+		return err
+	}
+	if p.print {
+		return printSchema(a, c, p, *history)
 	}
 	db, t, err := c.connect(ctx, a)
 	if err != nil {

@@ -2,6 +2,7 @@
 // MySQL/MariaDB, and administers the lock table.
 //
 //	dblock migrate                               create or upgrade the lock table
+//	dblock migrate --print [--dialect D]         print its SQL instead (--down: what undoes it)
 //	dblock run --key K [flags] -- CMD [ARGS...]  run CMD while holding K (--permits N: one of N permits)
 //	dblock ls [--json]                           list held locks
 //	dblock ls --waiters [KEY] | --blocked        list waiting calls | who blocks whom

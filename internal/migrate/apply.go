@@ -20,7 +20,7 @@ func Apply(ctx context.Context, conn *sql.Conn, d dialect.Dialect, table string,
 	if err != nil {
 		return fmt.Errorf("dblock: migrate: reading migrations: %w", err)
 	}
-	create, insert := d.VersionSQL()
+	create, _ := d.VersionSQL()
 	if _, err := conn.ExecContext(ctx, create); err != nil {
 		return fmt.Errorf("dblock: migrate: creating the version table: %w", err)
 	}
@@ -36,15 +36,12 @@ func Apply(ctx context.Context, conn *sql.Conn, d dialect.Dialect, table string,
 		if m.Version <= current {
 			continue
 		}
-		for _, stmt := range m.Statements {
-			if portable && isTrigger(stmt) {
-				continue
-			}
+		for _, stmt := range m.Run(portable) {
 			if _, err := conn.ExecContext(ctx, stmt); err != nil && !d.AlreadyApplied(err) {
 				return fmt.Errorf("dblock: migrate: version %d (%s): %w\n%s", m.Version, m.Name, err, firstLine(stmt))
 			}
 		}
-		if _, err := conn.ExecContext(ctx, insert, m.Version); err != nil {
+		if _, err := conn.ExecContext(ctx, Record(d, m.Version)); err != nil {
 			return fmt.Errorf("dblock: migrate: recording version %d: %w", m.Version, err)
 		}
 		log.Info("dblock: migrated", "table", table, "version", m.Version, "name", m.Name)

@@ -20,7 +20,7 @@ type Migration struct {
 }
 
 var (
-	migrationFile = regexp.MustCompile(`^(\d+)_([a-z0-9_]+)\.up\.sql$`)
+	migrationFile = regexp.MustCompile(`^(\d+)_([a-z0-9_]+)\.(up|down)\.sql$`)
 	// defaultIdent matches the files' lock_table and the names derived from
 	// it (lock_table_fence, ...), with the single quotes of a string literal.
 	defaultIdent = regexp.MustCompile(`'?\b` + schema.DefaultTable + `\w*'?`)
@@ -29,6 +29,17 @@ var (
 // Load reads d's up migrations from schema.FS, oldest first, and names
 // table in place of the files' lock_table. table must be validated already.
 func Load(d dialect.Dialect, table string) ([]Migration, error) {
+	return load(d, table, "up")
+}
+
+// LoadDown reads d's down migrations, which undo the up migrations of the
+// same versions, as Load does (oldest first).
+func LoadDown(d dialect.Dialect, table string) ([]Migration, error) {
+	return load(d, table, "down")
+}
+
+// load reads the migrations of direction way ("up" or "down").
+func load(d dialect.Dialect, table, way string) ([]Migration, error) {
 	dir := d.Name()
 	entries, err := fs.ReadDir(schema.FS, dir)
 	if err != nil {
@@ -37,7 +48,7 @@ func Load(d dialect.Dialect, table string) ([]Migration, error) {
 	var out []Migration
 	for _, e := range entries {
 		m := migrationFile.FindStringSubmatch(e.Name())
-		if m == nil {
+		if m == nil || m[3] != way {
 			continue
 		}
 		v, err := strconv.ParseInt(m[1], 10, 64)
@@ -54,6 +65,34 @@ func Load(d dialect.Dialect, table string) ([]Migration, error) {
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	return out, nil
 }
+
+// Run returns the statements of m to run: all of them, or, when portable,
+// all but those that create or drop a trigger (plain SQL only: the reaper
+// then raises the fence itself).
+func (m Migration) Run(portable bool) []string {
+	if !portable {
+		return m.Statements
+	}
+	var out []string
+	for _, stmt := range m.Statements {
+		if !isTrigger(stmt) {
+			out = append(out, stmt)
+		}
+	}
+	return out
+}
+
+// Record returns the statement that records version v in d's version
+// table: the insert of d.VersionSQL with v, a number, written in place of
+// its one parameter ($1, ?1 or ?), so that the statement Apply runs is the
+// one a script prints.
+func Record(d dialect.Dialect, v int64) string {
+	_, insert := d.VersionSQL()
+	return versionParam.ReplaceAllLiteralString(insert, strconv.FormatInt(v, 10))
+}
+
+// versionParam matches the parameter of a version insert.
+var versionParam = regexp.MustCompile(`\$1|\?1|\?`)
 
 // RenameTable puts table in place of lock_table in a schema file: quoted
 // as an identifier (PostgreSQL would fold an unquoted Locks to locks, and a
