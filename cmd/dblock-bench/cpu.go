@@ -5,7 +5,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -17,15 +16,6 @@ import (
 // serverCPU reads the CPU time the measured database server has used so far;
 // nil when unknown. runTarget sets it for each database in turn.
 var serverCPU func() (time.Duration, error)
-
-// clientCPU returns the CPU time (user and system) this process has used.
-func clientCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // procCPU returns a reader of process pid's CPU time: every thread's, in
 // nanoseconds, from /proc/<pid>/task/*/schedstat where the kernel keeps
