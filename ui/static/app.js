@@ -51,10 +51,44 @@
     return q.toLowerCase().split(/\s+/).filter(Boolean).every((word) => text.includes(word));
   }
 
+  // The words of the counts: one, more (or none).
+  const countWords = {
+    locks: ["lock", "locks"], leaders: ["leader", "leaders"], permits: ["permit", "permits"], shared: ["shared", "shared"],
+    waiting: ["waiting", "waiting"], chains: ["chain", "chains"], cycles: ["cycle", "cycles"],
+  };
+
+  // ownerParts splits an owner for display: dblock's own owners are
+  // host:pid followed by 32 hex digits, shown as host:pid and the first
+  // four of them (all of it on hover); any other owner is shown whole.
+  function ownerParts(o) {
+    const m = /^(.*:\d+):([0-9a-f]{32})$/.exec(o);
+    return m ? { main: m[1], rest: "#" + m[2].slice(0, 4) } : { main: o, rest: "" };
+  }
+
+  // ownerText is an owner as the page shows it, on one line of text.
+  function ownerText(o) {
+    const p = ownerParts(o);
+    return p.rest ? p.main + " " + p.rest : p.main;
+  }
+
+  // ownerEl is an owner as an element: host:pid, the rest muted, the
+  // whole owner on hover.
+  function ownerEl(tag, cls, o) {
+    const p = ownerParts(o);
+    const e = el(tag, cls, p.main);
+    if (p.rest) {
+      e.append(" ", el("span", "owner-rest", p.rest));
+      e.title = o;
+    }
+    return e;
+  }
+
   function render(st) {
     last = st;
-    for (const k of ["locks", "leaders", "permits", "shared", "waiting", "chains", "cycles"]) {
-      $("count-" + k).textContent = String(st.counts[k]);
+    for (const k of Object.keys(countWords)) {
+      const n = st.counts[k];
+      $("count-" + k).textContent = String(n);
+      $("label-" + k).textContent = countWords[k][n === 1 ? 0 : 1];
     }
     $("count-cycles").parentElement.classList.toggle("alarm", st.counts.cycles > 0);
     const err = $("error");
@@ -78,8 +112,11 @@
       if (c.cycle) li.append(el("span", "badge cycle", "cycle"), " ");
       c.steps.forEach((s, i) => {
         if (i > 0) li.append(el("span", "arrow", " → "));
-        li.append(el("span", "owner", s.owner), " waits for ", el("span", "key", s.what));
-        if (s.held_by.length) li.append(" held by ", el("span", "owner", s.held_by.join(", ")));
+        li.append(ownerEl("span", "owner", s.owner), " waits for ", el("span", "key", s.what));
+        if (s.held_by.length) {
+          li.append(" held by ");
+          s.held_by.forEach((o, j) => li.append(...(j > 0 ? [", "] : []), ownerEl("span", "owner", o)));
+        }
       });
       return li;
     }));
@@ -110,10 +147,29 @@
     return a;
   }
 
+  // The columns of every card's table, with their widths (the same in
+  // every card, so that they line up down the page): what the holder holds
+  // the key as, owner, token, depth, held for, expires in, data, buttons.
+  const holderCols = [["as", "9em"], ["owner", "auto"], ["token", "6em"], ["depth", "4em"], ["held for", "6.5em"],
+    ["expires in", "6.5em"], ["data", "auto"], ["", allowUnlock ? "12em" : "6.5em"]];
+
+  // role says as what a holder holds its key: lock, leader, writer,
+  // permit 2, reader 61 (the card's title names the key).
+  function role(h) {
+    return h.slot >= 0 && (h.role === "permit" || h.role === "reader") ? h.role + " " + h.slot : h.role;
+  }
+
   function holdersTable(g) {
     const t = el("table", "holders");
+    const cols = el("colgroup");
+    for (const [, w] of holderCols) {
+      const c = el("col");
+      if (w !== "auto") c.style.width = w;
+      cols.append(c);
+    }
+    t.append(cols);
     const head = el("tr");
-    for (const c of ["held", "owner", "token", "depth", "held for", "expires in", "data", ""]) head.append(el("th", "", c));
+    for (const [c] of holderCols) head.append(el("th", "", c));
     const thead = el("thead");
     thead.append(head);
     t.append(thead);
@@ -122,7 +178,9 @@
       const tr = el("tr", "holder");
       tr.id = h.id;
       tr.dataset.key = h.key;
-      tr.append(el("td", "key", h.what), el("td", "owner", h.owner), el("td", "num", h.token), el("td", "num", h.depth),
+      const as = el("td", "role", role(h));
+      as.title = h.what;
+      tr.append(as, ownerEl("td", "owner", h.owner), el("td", "num", h.token), el("td", "num", h.depth),
         el("td", "num", dur(h.held_for_ms)), el("td", "num", dur(h.expires_in_ms)), el("td", "data", h.data || ""));
       const act = el("td", "actions");
       const tl = el("button", "timeline", "timeline");
@@ -145,14 +203,15 @@
   function renderWaiter(w) {
     const li = el("li", "waiter" + (w.chain ? " " + w.chain : ""));
     li.dataset.key = w.key;
-    li.append(el("span", "label", "waiting"), " ", el("span", "owner", w.owner), " for ", el("span", "key", w.what),
+    li.append(el("span", "label", "waiting"), " ", ownerEl("span", "owner", w.owner), " for ", el("span", "key", w.what),
       " ", el("span", "muted", dur(w.waited_ms) + (w.position ? ", place " + w.position : "")));
     if (w.chain) li.append(" ", el("span", "badge " + w.chain, w.chain));
     if (w.blocked_by.length) {
       li.append(" ", el("span", "label", "blocked by"), " ");
       w.blocked_by.forEach((b, i) => {
         if (i > 0) li.append(", ");
-        const link = el(b.holder_id ? "a" : "span", "blocker", b.owner + " (" + b.what + ")");
+        const link = el(b.holder_id ? "a" : "span", "blocker", ownerText(b.owner) + " (" + b.what + ")");
+        link.title = b.owner;
         if (b.holder_id) {
           link.setAttribute("href", "#" + b.holder_id);
           link.addEventListener("click", (e) => {
@@ -260,6 +319,22 @@
     return { from: from, now: now, leases: out.sort((a, b) => a.start - b.start) };
   }
 
+  // textWidth measures text as the timeline writes it (11px, the page's
+  // font), so that the owners' lane labels get the room they need.
+  const measure = document.createElement("canvas").getContext("2d");
+  function textWidth(text) {
+    measure.font = "11px " + getComputedStyle(document.body).fontFamily;
+    return measure.measureText(text).width;
+  }
+
+  // fit shortens text with "…" until it is at most w wide.
+  function fit(text, w) {
+    if (textWidth(text) <= w) return text;
+    let n = text.length;
+    while (n > 1 && textWidth(text.slice(0, n) + "…") > w) n--;
+    return text.slice(0, n) + "…";
+  }
+
   function drawTimeline(h) {
     const { from: since, now, leases: ls } = leases(h);
     // The picture spans the events (with a margin), not all of the
@@ -267,27 +342,35 @@
     const first = ls.length ? Math.min(...ls.map((l) => l.start)) : since;
     const from = Math.max(since, first - Math.max(1000, (now - first) / 20));
     const owners = [...new Set(ls.map((l) => l.owner))];
-    const left = 190, width = 960, lane = 24, top = 26;
+    // The page's width; the lane labels' column as wide as the widest
+    // (an owner as the page shows it), up to two fifths of it.
+    const width = Math.max(480, $("timeline").clientWidth || 960);
+    const labelRoom = Math.min(width * 0.4, Math.max(textWidth("free"), ...owners.map((o) => textWidth(ownerText(o)))));
+    const left = Math.ceil(labelRoom) + 24, lane = 24, top = 26;
     const height = top + (owners.length + 1) * lane + 30;
     const x = (t) => left + ((t - from) / Math.max(1, now - from)) * (width - left - 16);
     const s = svg("svg", { width: width, height: height, viewBox: "0 0 " + width + " " + height, role: "img", class: "timeline" });
     s.append(svg("title", {}, "who held " + h.key + " when"));
-    // time axis
+    // time axis: how long ago, the clock time on hover
     for (let i = 0; i <= 4; i++) {
       const t = from + (i / 4) * (now - from);
       s.append(svg("line", { x1: x(t), x2: x(t), y1: top - 6, y2: height - 24, class: "grid" }));
-      const label = i === 0 ? new Date(t).toLocaleTimeString() : i === 4 ? "now" : dur(Math.round(now - t)) + " ago";
-      s.append(svg("text", { x: x(t), y: height - 8, "text-anchor": i === 0 ? "start" : i === 4 ? "end" : "middle", class: "axis" }, label));
+      const label = i === 4 ? "now" : dur(Math.round(now - t)) + " ago";
+      const a = svg("text", { x: x(t), y: height - 8, "text-anchor": i === 0 ? "start" : i === 4 ? "end" : "middle", class: "axis" }, label);
+      a.append(svg("title", {}, new Date(t).toLocaleString()));
+      s.append(a);
     }
     // legend
     let lx = left;
     for (const [cls, label] of [["released", "held, released"], ["open", "still held"], ["lost", "lost (lease ran out)"], ["force-unlocked", "force-unlocked"], ["gap", "free"]]) {
       s.append(svg("rect", { x: lx, y: 4, width: 12, height: 10, class: cls === "gap" ? "gap" : "lease " + cls }));
       s.append(svg("text", { x: lx + 16, y: 13, class: "axis" }, label));
-      lx += 30 + label.length * 6;
+      lx += 24 + textWidth(label);
     }
     owners.forEach((o, i) => {
-      s.append(svg("text", { x: left - 8, y: top + i * lane + 15, "text-anchor": "end", class: "lane" }, o.length > 28 ? o.slice(0, 27) + "…" : o));
+      const t = svg("text", { x: left - 8, y: top + i * lane + 15, "text-anchor": "end", class: "lane" }, fit(ownerText(o), labelRoom));
+      t.append(svg("title", {}, o));
+      s.append(t);
     });
     const freeY = top + owners.length * lane;
     s.append(svg("text", { x: left - 8, y: freeY + 15, "text-anchor": "end", class: "lane muted" }, "free"));
@@ -307,7 +390,7 @@
     for (const l of ls) {
       const y = top + owners.indexOf(l.owner) * lane;
       const r = svg("rect", { x: x(l.start), y: y + 4, width: Math.max(2, x(l.end) - x(l.start)), height: lane - 8, rx: 3, class: "lease bar " + l.how });
-      r.append(svg("title", {}, l.owner + ", token " + l.token + ": " + new Date(l.start).toLocaleTimeString() + " for " + dur(l.end - l.start) +
+      r.append(svg("title", {}, l.owner + ", token " + l.token + ": from " + new Date(l.start).toLocaleTimeString() + " for " + dur(l.end - l.start) +
         (l.how === "open" ? ", still held" : ", " + l.how) + (l.detail ? " (" + l.detail + ")" : "")));
       s.append(r);
       if (l.how === "lost" || l.how === "force-unlocked" || l.how === "deleted") {
