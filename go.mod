@@ -9,6 +9,7 @@ require (
 	github.com/jmoiron/sqlx v1.4.0
 	github.com/robfig/cron/v3 v3.0.1
 	github.com/spf13/pflag v1.1.0
+	go.uber.org/goleak v1.3.0
 	modernc.org/sqlite v1.59.0
 )
 
