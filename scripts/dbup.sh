@@ -7,9 +7,11 @@
 #  2. a Docker engine answers: docker compose up -d --wait (docker-compose.yml);
 #  3. otherwise, as root on Debian: install the postgresql and mariadb-server
 #     packages if missing, start them, and create the test database and users.
-# Then it makes sure the databases' own clients are on PATH (psql, mysql or
-# mariadb, sqlite3: TestMigratePrintApplied applies migrate --print's SQL
-# with them), installing postgresql-client, mariadb-client and sqlite3 as
+# Then it makes sure the command-line tools the tests run are on PATH: the
+# databases' own clients (psql, mysql or mariadb, sqlite3:
+# TestMigratePrintApplied applies migrate --print's SQL with them) and the
+# shells dblock completes (zsh, fish: TestCompletion; bash is there),
+# installing postgresql-client, mariadb-client, sqlite3, zsh and fish as
 # root on Debian when one is missing.
 # Exits non-zero, saying why, when a database still cannot be reached or a
 # client cannot be had.
@@ -19,12 +21,14 @@ cd "$(dirname "$0")/.."
 log() { printf 'dbup: %s\n' "$*" >&2; }
 ping() { go run ./internal/dbtest/ping "$@" >/dev/null 2>&1; }
 
-# clients installs the databases' command-line clients that are missing.
+# clients installs the command-line tools the tests run that are missing.
 clients() {
   local need=()
   command -v psql >/dev/null 2>&1 || need+=(postgresql-client)
   command -v mysql >/dev/null 2>&1 || command -v mariadb >/dev/null 2>&1 || need+=(mariadb-client)
   command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
+  command -v zsh >/dev/null 2>&1 || need+=(zsh)
+  command -v fish >/dev/null 2>&1 || need+=(fish)
   [ ${#need[@]} -eq 0 ] && return 0
   if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
     log "missing clients: install ${need[*]} (not root with apt-get here)"

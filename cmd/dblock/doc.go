@@ -13,6 +13,7 @@
 //	dblock unlock --force KEY                    break a lock by hand
 //	dblock ui [--listen A] [--allow-unlock]      a live web page of locks, waiters and history
 //	dblock demo [--workers N] [--keys K] [--duration D]
+//	dblock completion bash|zsh|fish              print a shell completion script
 //	dblock help [CMD], dblock --version
 //
 // Flags are GNU-style (--name VALUE, --name=VALUE, -v) and may come before

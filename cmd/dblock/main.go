@@ -46,6 +46,7 @@ Usage:
   dblock unlock --force [flags] KEY           break a lock by hand (logged)
   dblock ui [--listen A] [--allow-unlock]     a live web page of locks, waiters and history
   dblock demo [flags]                         workers contend for keys; checks safety
+  dblock completion bash|zsh|fish             print a shell completion script
   dblock help [CMD] | dblock --version
 
 Every command takes:
@@ -95,6 +96,11 @@ var commands = map[string]command{
 	"demo":    cmdDemo,
 }
 
+func init() {
+	// completion reads the map above.
+	commands["completion"] = cmdCompletion
+}
+
 // app carries what every command writes to. stderr scrubs the DSN's
 // password from anything written through it.
 type app struct {
@@ -102,6 +108,11 @@ type app struct {
 	stderr *scrubber
 	table  string // the lock table, once the database is known
 	where  string // the redacted DSN, once parsed
+	// flagsOnly makes parseFlags keep the command's flags in flags and
+	// return errFlagsOnly, so that the command does nothing (completion
+	// reads the commands' flags so).
+	flagsOnly bool
+	flags     *cmdFlags
 }
 
 func main() {
@@ -265,6 +276,10 @@ func (fs *cmdFlags) SetInterspersed(on bool) {
 
 // parseFlags parses args; -h or --help prints the command's help to stdout.
 func (a *app) parseFlags(fs *cmdFlags, synopsis string, args []string) error {
+	if a.flagsOnly {
+		a.flags = fs
+		return errFlagsOnly
+	}
 	err := fs.Parse(fs.longDashes(args))
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(a.stdout, "Usage: %s\n\nFlags:\n%s\nRun \"dblock help\" for the exit statuses.\n", synopsis, fs.FlagUsages())
