@@ -2,10 +2,11 @@
 // [dblock.Locker], on a throwaway SQLite file of the test's own, and ways
 // to make a lock the code holds be lost, so that its lost-lock paths can be
 // tested: [Expire] ends the lease on the database, [TakeOver] gives the key
-// to another owner. It is the in-memory provider of DistributedLock and
-// ShedLock, with dblock's own code under it: the locks behave as they do on
-// a server (leases, heartbeats, fencing tokens, waits, the history),
-// within one host.
+// to another owner. It plays the part of DistributedLock's and ShedLock's
+// in-memory providers, with dblock's own code under it: the locks behave
+// as they do on a server (leases, heartbeats, fencing tokens, waits, the
+// history), within one host; only LockTx and Check, which need a server,
+// return errors.ErrUnsupported, as on any SQLite file.
 //
 //	func TestNightlyStopsWhenLockLost(t *testing.T) {
 //		l := dblocktest.New(t)
@@ -64,7 +65,7 @@ var made sync.Map // *dblock.Locker -> *database
 // dblock.New's (WithTTL, WithFIFO, WithObserver, WithLogger, ...): they
 // come after the package's defaults, a heartbeat of Heartbeat and a logger
 // that writes through t.Log, and override them; WithTable and WithDialect
-// are not for New. When the test ends, the Locker is closed (its locks
+// fail the test (the table is dblock.DefaultTable, on SQLite). When the test ends, the Locker is closed (its locks
 // released), then the file's pool; t.TempDir removes the file.
 func New(t testing.TB, opts ...dblock.Option) *dblock.Locker {
 	t.Helper()
@@ -104,6 +105,10 @@ func open(t testing.TB, d *database, opts []dblock.Option) *dblock.Locker {
 	l, err := dblock.New(d.db, all...)
 	if err != nil {
 		t.Fatalf("dblocktest: %v", err)
+	}
+	if l.Table() != dblock.DefaultTable || l.Dialect() != dblock.SQLite {
+		_ = l.Close()
+		t.Fatalf("dblocktest: WithTable and WithDialect are not for dblocktest: its Lockers use %s on SQLite", dblock.DefaultTable)
 	}
 	made.Store(l, d)
 	t.Cleanup(func() {

@@ -135,6 +135,7 @@ func TestHelpersFail(t *testing.T) {
 		"Expire of a free key":   {func(t testing.TB) { dblocktest.Expire(t, dblocktest.New(t), "free") }, "no live lease"},
 		"TakeOver of a free key": {func(t testing.TB) { dblocktest.TakeOver(t, dblocktest.New(t), "free") }, "nothing holds it"},
 		"a Locker not of New":    {func(t testing.TB) { dblocktest.Expire(t, other, "k") }, "not made by dblocktest"},
+		"WithTable":              {func(t testing.TB) { dblocktest.New(t, dblock.WithTable("mine")) }, "not for dblocktest"},
 	} {
 		failures := runAsTest(c.run)
 		if len(failures) != 1 || !strings.Contains(failures[0], c.want) {
