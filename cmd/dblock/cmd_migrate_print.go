@@ -25,7 +25,7 @@ type printFlags struct {
 func addPrintFlags(fs *cmdFlags) *printFlags {
 	p := &printFlags{}
 	fs.BoolVar(&p.print, "print", false, "print the SQL on stdout instead of running it (for psql, mysql, sqlite3 or a migration tool); connects to nothing")
-	fs.StringVar(&p.dialect, "dialect", "", "with --print: `postgres`, mysql, sqlite or tidb (default: the kind of --dsn or $DBLOCK_DSN)")
+	fs.StringVar(&p.dialect, "dialect", "", "with --print: the `dialect`, postgres, mysql, sqlite or tidb (default: the kind of --dsn or $DBLOCK_DSN)")
 	fs.Int64Var(&p.from, "from", 0, "with --print: the schema `version` the table is at: print only the newer versions (with --down: undo down to it)")
 	fs.BoolVar(&p.down, "down", false, "with --print: the SQL that undoes the versions after --from, newest first (and, with --history, turns the history off)")
 	fs.BoolVar(&p.delimiter, "delimiter", true, "with --print on MySQL: put DELIMITER lines around the history's triggers, as the mysql client, Flyway and Atlas read them (false: for goose and golang-migrate)")

@@ -35,7 +35,7 @@ const usage = `dblock: distributed locks in PostgreSQL or MySQL/MariaDB.
 
 Usage:
   dblock migrate [flags]                      create or upgrade the lock table
-  dblock migrate --print [--dialect D] [flags] print its SQL instead (psql, mysql, sqlite3, goose, …)
+  dblock migrate --print [--dialect D]        print its SQL instead (psql, mysql, goose, …)
   dblock run --key K [flags] -- CMD [ARGS...] run CMD while holding K
   dblock ls [--json] [flags]                  list held locks
   dblock ls --waiters [KEY] | --blocked       list waiting calls | who blocks whom
