@@ -26,7 +26,8 @@ func cmdElect(ctx context.Context, a *app, args []string) error {
 	fs.DurationVar(&r.wait, "wait", 0, "give up after waiting this long to be elected (default: wait until signalled)")
 	fs.DurationVar(&r.grace, "grace", 10*time.Second, "time CMD has to end after SIGTERM (a lost term) or a SIGINT or SIGTERM passed on, before SIGKILL to its group (a second SIGINT or SIGTERM: at once)")
 	fs.IntVar(&r.conflict, "conflict-exit", exitTempFail, "exit `status` when not elected within --wait")
-	const synopsis = "dblock elect NAME [--value V] [--ttl D] [--wait D] [--grace D] [--conflict-exit N] -- CMD [ARGS...]"
+	addSupervision(fs, &r)
+	const synopsis = "dblock elect NAME [--value V] [--ttl D] [--wait D] [--grace D] [--conflict-exit N] [--no-pid-namespace] -- CMD [ARGS...]"
 	if err := a.parseFlags(fs, synopsis, args); err != nil {
 		return err
 	}

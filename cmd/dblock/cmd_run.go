@@ -38,6 +38,13 @@ type runFlags struct {
 	what string
 	// name prefixes run's own lines on stderr: "dblock run", "dblock elect".
 	name string
+	// noPidNamespace: CMD runs without a PID namespace of its own (Linux).
+	noPidNamespace bool
+}
+
+// addSupervision adds the flags of how CMD is confined, for run and elect.
+func addSupervision(fs *cmdFlags, r *runFlags) {
+	fs.BoolVar(&r.noPidNamespace, "no-pid-namespace", false, "Linux: no PID namespace for CMD (docs/cli.md): its pids are the host's and it may signal any process, but what it moves out of its process group (setsid) is not stopped with it")
 }
 
 // held is what run (and elect) hold while CMD runs: a Lock, a Permit or a
@@ -70,8 +77,9 @@ func parseRun(a *app, args []string) (*common, runFlags, error) {
 	fs.BoolVar(&r.noWait, "no-wait", false, "give up at once if the lock is held")
 	fs.DurationVar(&r.grace, "grace", 10*time.Second, "time CMD has to end after SIGTERM (a lost lock) or a SIGINT or SIGTERM passed on, before SIGKILL to its group (a second SIGINT or SIGTERM: at once)")
 	fs.IntVar(&r.conflict, "conflict-exit", exitTempFail, "exit `status` when the lock was not acquired")
+	addSupervision(fs, &r)
 	fs.IntVar(&r.permits, "permits", 0, "take one of `N` permits of the semaphore named by --key instead of the lock (as consul lock -n)")
-	const synopsis = "dblock run --key K [--permits N] [--ttl D] [--wait D | --no-wait] [--grace D] [--conflict-exit N] -- CMD [ARGS...]"
+	const synopsis = "dblock run --key K [--permits N] [--ttl D] [--wait D | --no-wait] [--grace D] [--conflict-exit N] [--no-pid-namespace] -- CMD [ARGS...]"
 	if err := a.parseFlags(fs, synopsis, args); err != nil {
 		return nil, r, err
 	}
@@ -232,8 +240,14 @@ func supervise(ctx context.Context, a *app, lk held, r runFlags, sigs <-chan os.
 	cmd := exec.Command(r.argv[0], r.argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(childEnv(os.Environ()), "DBLOCK_KEY="+r.key, "DBLOCK_TOKEN="+strconv.FormatInt(lk.Token(), 10))
-	wait, err := startSupervised(cmd, func() {
-		fmt.Fprintf(a.stderr, "%s: processes of %s's group still run a second after SIGKILL; keeping %s %q until they end\n", r.name, r.argv[0], r.what, r.key)
+	wait, err := startSupervised(cmd, supervision{
+		pidNamespace: !r.noPidNamespace,
+		refused: func(err error) {
+			fmt.Fprintf(a.stderr, "%s: no PID namespace for %s (the kernel refused it: %s): what it moves out of its process group (setsid), or leaves running when dblock and its supervisor are killed together, is not stopped with it (--no-pid-namespace: the same without this line)\n", r.name, r.argv[0], errnoText(err))
+		},
+		stuck: func() {
+			fmt.Fprintf(a.stderr, "%s: processes of %s's group still run a second after SIGKILL; keeping %s %q until they end\n", r.name, r.argv[0], r.what, r.key)
+		},
 	})
 	if err != nil {
 		_ = lk.Unlock(ctx)
@@ -304,6 +318,16 @@ func supervise(ctx context.Context, a *app, lk held, r runFlags, sigs <-chan os.
 			_ = signalGroup(cmd.Process, syscall.SIGKILL)
 		}
 	}
+}
+
+// errnoText is the system's word for err (operation not permitted) when it
+// has one, err's text otherwise.
+func errnoText(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno.Error()
+	}
+	return errLine(err)
 }
 
 // stopsCommand says whether s, passed on to CMD, asks it to stop: SIGINT

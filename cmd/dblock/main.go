@@ -126,8 +126,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	name := args[0]
-	if name == superviseArg && len(args) > 1 && args[1] == "--" {
-		return runSupervisor(args[2:])
+	if (name == superviseArg || name == supervisePidNSArg) && len(args) > 1 && args[1] == "--" {
+		return runSupervisor(name, args[2:])
 	}
 	switch name {
 	case "help", "-h", "-help", "--help":

@@ -26,7 +26,8 @@ func TestRunKilledStopsCommand(t *testing.T) {
 	flags, _ := freshTable(t, dblock.Postgres)
 	dir := t.TempDir()
 	started := filepath.Join(dir, "started")
-	script := `sleep 300 & echo $! > ` + dir + `/bg; echo $$ > ` + dir + `/fg; touch ` + started + `; wait`
+	script := `( ` + strings.ReplaceAll(hostPid, "FILE", dir+"/bg") + `; exec sleep 300 ) & ` +
+		strings.ReplaceAll(hostPid, "FILE", dir+"/fg") + `; while [ ! -s ` + dir + `/bg ]; do sleep 0.01; done; touch ` + started + `; wait`
 	p, done := startRun(t, join("run", flags, "--key", "killed", "--", "sh", "-c", script)...)
 	waitFile(t, started, 20*time.Second)
 	pids := []int{readPid(t, dir+"/bg"), readPid(t, dir+"/fg")}
@@ -51,7 +52,8 @@ func TestRunKilledStopsCommand(t *testing.T) {
 func TestRunStopsLeftovers(t *testing.T) {
 	flags, _ := freshTable(t, dblock.Postgres)
 	dir := t.TempDir()
-	r := cli(t, join("run", flags, "--key", "leftover", "--", "sh", "-c", `sleep 300 & echo $! > `+dir+`/bg; exit 3`)...)
+	script := `( ` + strings.ReplaceAll(hostPid, "FILE", dir+"/bg") + `; exec sleep 300 ) & while [ ! -s ` + dir + `/bg ]; do sleep 0.01; done; exit 3`
+	r := cli(t, join("run", flags, "--key", "leftover", "--", "sh", "-c", script)...)
 	if r.code != 3 {
 		t.Fatalf("run: status %d, want the command's 3; stderr %q", r.code, r.stderr)
 	}
@@ -69,7 +71,7 @@ func TestRunLeftoverIgnoresSIGTERM(t *testing.T) {
 	dir := t.TempDir()
 	started, leftover := filepath.Join(dir, "started"), filepath.Join(dir, "leftover")
 	// The leftover ignores SIGTERM (kept across exec) and writes its pid.
-	script := `trap "exit 7" TERM; sh -c 'trap "" TERM; echo $$ > ` + leftover + `; exec sleep 30' & ` +
+	script := `trap "exit 7" TERM; sh -c 'trap "" TERM; ` + strings.ReplaceAll(hostPid, "FILE", leftover) + `; exec sleep 30' & ` +
 		`while [ ! -s ` + leftover + ` ]; do sleep 0.01; done; touch ` + started + `; wait`
 	p, done := startRun(t, join("run", flags, "--key", "leftover", "--", "sh", "-c", script)...)
 	waitFile(t, started, 20*time.Second)
@@ -127,31 +129,38 @@ func alive(pid int) bool {
 
 // SIGKILL of run's supervisor alone, or of the supervisor and run (pkill
 // -9 dblock), never leaves the command running beside the next holder of
-// the key. The first command ticks into a log, tagged with its pid, from a
-// background child (the supervisor case: run must kill the whole group
-// before it releases) or from itself (both killed: the kernel kills the
-// command with its supervisor, and the lease runs out); the second holder
-// writes its start and end. No tick of the first may follow the second's
-// start, and none of its processes may still run then.
+// the key. The first command ticks into a log from a background child (run
+// must kill the whole group before it releases; with both killed, the
+// kernel kills the command's PID namespace: that case used to tick on
+// beside the next holder) or from itself (the command dies with its
+// supervisor, and the lease runs out); the second holder writes its start
+// and end. No tick of the first may follow the second's start, and none of
+// its processes may still run then. With both killed, run is stopped
+// first, so that it cannot clean up between the two kills.
 func TestRunSupervisorKilledNoOverlap(t *testing.T) {
+	background := `( ` + hostPid + `; i=0; while [ $i -lt 600 ]; do echo "tick A" >> LOG; sleep 0.05; i=$((i+1)); done ) & while [ ! -s FILE ]; do sleep 0.01; done; touch DIR/started; wait`
+	background = strings.ReplaceAll(background, "FILE", "DIR/bg")
 	for _, tc := range []struct {
 		name string
 		both bool
-		tick string // the first command's ticking, given log and dir
+		tick string // the first command's ticking, given LOG and DIR
 	}{
-		{"supervisor", false, `( i=0; while [ $i -lt 600 ]; do echo "tick $$" >> LOG; sleep 0.05; i=$((i+1)); done ) & echo $! > DIR/bg; touch DIR/started; wait`},
-		{"both", true, `touch DIR/started; i=0; while [ $i -lt 600 ]; do echo "tick $$" >> LOG; sleep 0.05; i=$((i+1)); done`},
+		{"supervisor", false, background},
+		{"both", true, `touch DIR/started; i=0; while [ $i -lt 600 ]; do echo "tick A" >> LOG; sleep 0.05; i=$((i+1)); done`},
+		{"both background", true, background},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			flags, _ := freshTable(t, dblock.Postgres)
 			dir := t.TempDir()
 			log := filepath.Join(dir, "log")
-			first := `echo "start $$" >> LOG; echo $$ > DIR/fg; echo $PPID > DIR/sup; ` + tc.tick + `; echo "end $$" >> LOG`
+			// Its output goes elsewhere: a process left running would keep
+			// the test's pipes from dblock open.
+			first := `exec > /dev/null 2>&1; echo "start A" >> LOG; read p _ _ pp _ < /proc/self/stat; echo $p > DIR/fg; echo $pp > DIR/sup; ` + tc.tick + `; echo "end A" >> LOG`
 			first = strings.NewReplacer("LOG", log, "DIR", dir).Replace(first)
 			runA, doneA := startRun(t, join("run", flags, "--ttl", "2s", "--key", "k", "--", "sh", "-c", first)...)
 			waitFile(t, filepath.Join(dir, "started"), 20*time.Second)
 			pids := []int{readPid(t, dir+"/fg")}
-			if !tc.both {
+			if strings.Contains(tc.tick, "DIR/bg") {
 				pids = append(pids, readPid(t, dir+"/bg"))
 			}
 			t.Cleanup(func() { // what the old code left running
@@ -159,9 +168,14 @@ func TestRunSupervisorKilledNoOverlap(t *testing.T) {
 					_ = syscall.Kill(pid, syscall.SIGKILL)
 				}
 			})
-			second := strings.ReplaceAll(`echo "start $$" >> LOG; echo "end $$" >> LOG`, "LOG", log)
+			second := strings.ReplaceAll(`echo "start B" >> LOG; echo "end B" >> LOG`, "LOG", log)
 			_, doneB := startRun(t, join("run", flags, "--wait", "40s", "--key", "k", "--", "sh", "-c", second)...)
 
+			if tc.both {
+				if err := runA.Signal(syscall.SIGSTOP); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if err := syscall.Kill(readPid(t, dir+"/sup"), syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
@@ -183,15 +197,14 @@ func TestRunSupervisorKilledNoOverlap(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a := strconv.Itoa(pids[0])
 			var bStarted bool
 			for line := range strings.Lines(string(data)) {
 				f := strings.Fields(line)
 				switch {
-				case f[0] == "start" && f[1] != a:
+				case f[0] == "start" && f[1] == "B":
 					bStarted = true
-				case bStarted && f[1] == a:
-					t.Fatalf("the first command (pid %s) ran on after the second started: %q", a, line)
+				case bStarted && f[1] == "A":
+					t.Fatalf("the first command ran on after the second started: %q", line)
 				}
 			}
 			if !bStarted {
@@ -205,8 +218,12 @@ func TestRunSupervisorKilledNoOverlap(t *testing.T) {
 	}
 }
 
+// ready is the shell line that prints "ready PID", PID the shell's as the
+// host sees it.
+const ready = `read p _ < /proc/self/stat; echo ready $p`
+
 // startSignalled starts dblock run of a script that prints "ready PID"
-// first, and returns the running dblock, the script's pid, the channel of
+// (ready) first, and returns the running dblock, the script's pid, the channel of
 // its later stdout lines (closed when run has exited, and cmd.ProcessState
 // set) and run's stderr (to read once it exited).
 func startSignalled(t *testing.T, args ...string) (cmd *exec.Cmd, pid int, lines <-chan string, stderr *bytes.Buffer) {
@@ -300,7 +317,7 @@ func TestRunSignalGrace(t *testing.T) {
 	}{{syscall.SIGTERM, "SIGTERM"}, {syscall.SIGINT, "SIGINT"}} {
 		sig := tc.sig
 		t.Run(tc.name, func(t *testing.T) {
-			script := `trap "" TERM INT; echo ready $$; while :; do sleep 0.1; done`
+			script := `trap "" TERM INT; ` + ready + `; while :; do sleep 0.1; done`
 			cmd, pid, lines, stderr := startSignalled(t, join("run", flags, "--grace", "200ms", "--key", "stubborn", "--", "sh", "-c", script)...)
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
@@ -320,7 +337,7 @@ func TestRunSignalGrace(t *testing.T) {
 func TestRunSecondSignalKills(t *testing.T) {
 	flags, l := freshTable(t, dblock.Postgres)
 	// The command says it got SIGTERM, and goes on.
-	script := `trap "echo term" TERM; echo ready $$; while :; do sleep 0.1; done`
+	script := `trap "echo term" TERM; ` + ready + `; while :; do sleep 0.1; done`
 	cmd, pid, lines, stderr := startSignalled(t, join("run", flags, "--grace", "1h", "--key", "stubborn", "--", "sh", "-c", script)...)
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -351,7 +368,7 @@ func TestRunSecondSignalKills(t *testing.T) {
 // held run, and the lock, until --grace or for good.
 func TestRunStoppedCommandGetsSignal(t *testing.T) {
 	flags, l := freshTable(t, dblock.Postgres)
-	script := `echo ready $$; kill -STOP $$; echo resumed; sleep 60`
+	script := ready + `; kill -STOP $$; echo resumed; sleep 60`
 	cmd, pid, lines, stderr := startSignalled(t, join("run", flags, "--grace", "1h", "--key", "stopped", "--", "sh", "-c", script)...)
 	waitStopped(t, pid)
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {

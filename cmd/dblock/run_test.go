@@ -171,7 +171,8 @@ func TestRunNoOverlap(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, d dblock.Dialect) {
 		flags, _ := freshTable(t, d)
 		log := filepath.Join(t.TempDir(), "log")
-		script := `echo "start $$" >> ` + log + `; sleep 0.2; echo "end $$" >> ` + log
+		// Tagged with the host's pid: $$ is 2 in every command's PID namespace.
+		script := `read p _ < /proc/self/stat; echo "start $p" >> ` + log + `; sleep 0.2; echo "end $p" >> ` + log
 		const runs = 3
 		var wg sync.WaitGroup
 		codes := make([]int, runs)

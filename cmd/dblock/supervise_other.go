@@ -4,16 +4,19 @@ package main
 
 import "os/exec"
 
-// superviseArg is the hidden first argument of the supervisor, which only
-// Linux uses.
-const superviseArg = "__supervise"
+// The hidden first arguments of the supervisor, which only Linux uses.
+const (
+	superviseArg      = "__supervise"
+	supervisePidNSArg = "__supervise-pidns"
+)
 
 // startSupervised starts the command in a process group of its own; wait
 // kills what the command left in its group (on Unix) before it returns.
-// Without Linux's PR_SET_PDEATHSIG, the command and its group outlive a
-// dblock run killed by SIGKILL (a clean exit or a caught signal still stops
-// them): bound the command's run time yourself, or keep the TTL short.
-func startSupervised(cmd *exec.Cmd, _ func()) (wait func() error, err error) {
+// There is no supervisor and no PID namespace (o.pidNamespace is
+// ignored): the command and its group outlive a dblock run killed by
+// SIGKILL (a clean exit or a caught signal still stops them): bound the
+// command's run time yourself, or keep the TTL short.
+func startSupervised(cmd *exec.Cmd, _ supervision) (wait func() error, err error) {
 	ownProcessGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -25,4 +28,4 @@ func startSupervised(cmd *exec.Cmd, _ func()) (wait func() error, err error) {
 	}, nil
 }
 
-func runSupervisor([]string) int { return exitUsage }
+func runSupervisor(string, []string) int { return exitUsage }
