@@ -20,6 +20,7 @@ func cmdElect(ctx context.Context, a *app, args []string) error {
 	fs := newFlagSet("elect")
 	c := addCommon(fs)
 	addTTL(fs, c)
+	fs.Lookup("ttl").Usage = "lease of the term; CMD starts only with at least half of it left (a later answer from the database: the campaign goes on)"
 	var r runFlags
 	var value string
 	fs.StringVar(&value, "value", "", "the leader's `value`, which dblock leader prints (e.g. this host's address)")
@@ -36,7 +37,7 @@ func cmdElect(ctx context.Context, a *app, args []string) error {
 		return exitf(exitUsage, "elect takes an election name, then -- and the command to run (dblock elect NAME [flags] -- CMD [ARGS...])")
 	}
 	r.key, r.argv, r.waitSet = fs.Arg(0), fs.Args()[1:], flagSet(fs, "wait")
-	r.what, r.name, r.verbose = "the leadership of", "dblock elect", c.verbose
+	r.what, r.name, r.verbose, r.ttl = "the leadership of", "dblock elect", c.verbose, c.ttl
 	switch {
 	case r.argv[0] == "":
 		return exitf(exitUsage, "the command to run is empty (dblock elect NAME [flags] -- CMD [ARGS...])")
@@ -73,11 +74,7 @@ func cmdElect(ctx context.Context, a *app, args []string) error {
 		}
 		return termHeld{t}, err
 	}
-	t, err := acquire(ctx, c.logger(a), r, sigs, nil, campaign)
-	if err != nil {
-		return err
-	}
-	return supervise(ctx, a, t, r, sigs)
+	return acquireAndRun(ctx, a, c.logger(a), r, sigs, nil, campaign)
 }
 
 // checkElectionName refuses, before any connection, a name NewElection

@@ -40,6 +40,13 @@ type runFlags struct {
 	name string
 	// noPidNamespace: CMD runs without a PID namespace of its own (Linux).
 	noPidNamespace bool
+	// ttl is the lease (--ttl): CMD starts only with half of it left.
+	ttl time.Duration
+	// until ends a bounded wait (--wait), over every acquisition it takes.
+	until time.Time
+	// late says why the last acquisition was not used (lateAnswer), if
+	// one was not.
+	late string
 }
 
 // addSupervision adds the flags of how CMD is confined, for run and elect.
@@ -53,6 +60,7 @@ type held interface {
 	Token() int64
 	Done() <-chan struct{}
 	Err() error
+	Deadline() time.Time
 	Unlock(ctx context.Context) error
 }
 
@@ -71,6 +79,7 @@ func parseRun(a *app, args []string) (*common, runFlags, error) {
 	fs.SetInterspersed(false) // CMD's own flags are CMD's
 	c := addCommon(fs)
 	addTTL(fs, c)
+	fs.Lookup("ttl").Usage = "lease of the lock; CMD starts only with at least half of it left (a later answer from the database: the lock is taken again, or not at all under --no-wait)"
 	var r runFlags
 	fs.StringVar(&r.key, "key", "", "the lock's `key` (required)")
 	fs.DurationVar(&r.wait, "wait", 0, "give up after waiting this long for the lock (default: wait until signalled)")
@@ -100,7 +109,7 @@ func parseRun(a *app, args []string) (*common, runFlags, error) {
 	case r.permits < 0 || r.permits > dblock.MaxPermits:
 		return nil, r, exitf(exitUsage, "--permits %d: want 1 to %d (or 0, the default: the lock on --key)", r.permits, dblock.MaxPermits)
 	}
-	r.what, r.name = "the lock on", "dblock run"
+	r.what, r.name, r.ttl = "the lock on", "dblock run", c.ttl
 	if r.permits > 0 {
 		r.what = "a permit of"
 	} else if err := dblock.ValidatePlainKey(r.key); err != nil {
@@ -138,11 +147,62 @@ func cmdRun(ctx context.Context, a *app, args []string) error {
 		try = func(ctx context.Context) (held, error) { return permitOrNil(s.TryAcquire(ctx)) }
 		wait = func(ctx context.Context) (held, error) { return permitOrNil(s.Acquire(ctx)) }
 	}
-	lk, err := acquire(ctx, c.logger(a), r, sigs, try, wait)
-	if err != nil {
-		return err
+	return acquireAndRun(ctx, a, c.logger(a), r, sigs, try, wait)
+}
+
+// acquireAndRun takes what run holds (acquire) and runs CMD while it is
+// held (supervise). An acquisition that supervise finds came too late to
+// start CMD on (lateAnswer) is released by it; run then waits for the key
+// again, within what is left of --wait, or exits as a conflict under
+// --no-wait.
+func acquireAndRun(ctx context.Context, a *app, log *slog.Logger, r runFlags, sigs <-chan os.Signal,
+	try, wait func(context.Context) (held, error)) error {
+	if r.waitSet {
+		r.until = time.Now().Add(r.wait)
 	}
-	return supervise(ctx, a, lk, r, sigs)
+	for {
+		lk, err := acquire(ctx, log, r, sigs, try, wait)
+		if err != nil {
+			return err
+		}
+		err = supervise(ctx, a, lk, r, sigs)
+		var late *lateAnswer
+		if !errors.As(err, &late) {
+			return err
+		}
+		if r.noWait {
+			return exitf(r.conflict, "took %s %q, but %s; not running %s", r.what, r.key, late.why, r.argv[0])
+		}
+		fmt.Fprintf(a.stderr, "%s: took %s %q, but %s; waiting for it again\n", r.name, r.what, r.key, late.why)
+		r.late, try = late.why, nil // wait from now on
+	}
+}
+
+// lateAnswer is supervise's refusal to start CMD on an acquisition whose
+// lease had less than startMargin left, by its local deadline, when CMD
+// was about to start: the database's answer came late (a stalled
+// connection), or the lock was lost meanwhile. why says which.
+type lateAnswer struct{ why string }
+
+func (e *lateAnswer) Error() string { return e.why }
+
+// startMargin is how much of its lease (ttl) a lock must have left, by its
+// local deadline, for run to start CMD on it: half. A lock just taken has
+// nine tenths of it left, less the time the database took to answer; an
+// answer that took more than two fifths of the lease came over a
+// connection too slow to count on for the renewals, and would leave CMD
+// too little time before it had to be stopped.
+func startMargin(ttl time.Duration) time.Duration { return ttl / 2 }
+
+// lateness says why lk must not be used to start CMD, or "" if it may.
+func lateness(lk held, ttl time.Duration) string {
+	if err := lk.Err(); err != nil {
+		return "the database's answer came late: the lock had ended by then (" + errLine(err) + ")"
+	}
+	if left := time.Until(lk.Deadline()); left < startMargin(ttl) {
+		return fmt.Sprintf("the database's answer came late: %v of its %v lease was left, less than half", left.Round(time.Millisecond), ttl)
+	}
+	return ""
 }
 
 // lockOrNil returns lk as held, or a nil held when there is none.
@@ -168,7 +228,10 @@ func permitOrNil(p *dblock.Permit, err error) (held, error) {
 func acquire(ctx context.Context, log *slog.Logger, r runFlags, sigs <-chan os.Signal,
 	try, wait func(context.Context) (held, error)) (held, error) {
 	busy := func() error {
-		if r.noWait && !r.verbose {
+		switch {
+		case r.late != "":
+			return exitf(r.conflict, "%s %q was not taken in time within %v (the last time, %s); not running %s", r.what, r.key, r.wait, r.late, r.argv[0])
+		case r.noWait && !r.verbose:
 			return exitErr(r.conflict, nil)
 		}
 		return exitf(r.conflict, "%s %q is held by another owner; not running %s", r.what, r.key, r.argv[0])
@@ -189,7 +252,7 @@ func acquire(ctx context.Context, log *slog.Logger, r runFlags, sigs <-chan os.S
 	defer cancel(nil)
 	if r.waitSet {
 		var stop context.CancelFunc
-		wctx, stop = context.WithTimeout(wctx, r.wait)
+		wctx, stop = context.WithDeadline(wctx, r.until)
 		defer stop()
 	}
 	done := make(chan struct{})
@@ -229,7 +292,9 @@ func signalNumber(s os.Signal) int {
 }
 
 // supervise runs CMD while lk is held and returns with CMD's status, or
-// exitLockLost if the lock was lost meanwhile.
+// exitLockLost if the lock was lost meanwhile. Immediately before it starts
+// CMD it checks lk: held, with at least startMargin of its lease left by
+// its local deadline; otherwise it releases lk and returns a *lateAnswer.
 func supervise(ctx context.Context, a *app, lk held, r runFlags, sigs <-chan os.Signal) error {
 	select {
 	case s := <-sigs: // while connecting or taking the lock: CMD never starts
@@ -240,6 +305,10 @@ func supervise(ctx context.Context, a *app, lk held, r runFlags, sigs <-chan os.
 	cmd := exec.Command(r.argv[0], r.argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(childEnv(os.Environ()), "DBLOCK_KEY="+r.key, "DBLOCK_TOKEN="+strconv.FormatInt(lk.Token(), 10))
+	if why := lateness(lk, r.ttl); why != "" {
+		_ = lk.Unlock(ctx) // if still held; a lost lock's row ends with its lease
+		return &lateAnswer{why}
+	}
 	wait, err := startSupervised(cmd, supervision{
 		pidNamespace: !r.noPidNamespace,
 		refused: func(err error) {

@@ -5,6 +5,7 @@
 package faultproxy
 
 import (
+	"bytes"
 	"net"
 	"sync"
 )
@@ -34,6 +35,9 @@ type Proxy struct {
 	mu     sync.Mutex
 	mode   Mode
 	resume chan struct{} // closed at each change of mode
+	// marker, when set, switches the proxy to StallReplies as soon as a
+	// client sends it (StallRepliesAfter).
+	marker []byte
 	conns  map[*pair]struct{}
 	closed bool
 	wg     sync.WaitGroup
@@ -115,15 +119,52 @@ func (p *Proxy) SetMode(m Mode) {
 	if m == Down {
 		conns = p.takeConns()
 	}
+	p.marker = nil
+	p.setModeLocked(m)
+	p.mu.Unlock()
+	for _, c := range conns {
+		c.close()
+	}
+}
+
+// StallRepliesAfter arms the proxy to switch to StallReplies as soon as a
+// client sends marker (within one read of its bytes), before those bytes
+// reach the target: the statement that carries marker (a key, a value)
+// runs, and its caller does not hear how it ended until the proxy forwards
+// again. Traffic goes on as before until then. A later SetMode or
+// StallRepliesAfter replaces it.
+func (p *Proxy) StallRepliesAfter(marker []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.marker = bytes.Clone(marker)
+}
+
+// Mode returns what the proxy does with traffic now.
+func (p *Proxy) Mode() Mode {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mode
+}
+
+// trip switches the proxy to StallReplies if chunk, from a client, holds
+// the armed marker.
+func (p *Proxy) trip(chunk []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.marker == nil || !bytes.Contains(chunk, p.marker) {
+		return
+	}
+	p.marker = nil
+	p.setModeLocked(StallReplies)
+}
+
+// setModeLocked switches to m and wakes every gate; p.mu is held.
+func (p *Proxy) setModeLocked(m Mode) {
 	if m != p.mode {
 		close(p.resume) // every gate looks at the new mode
 		p.resume = make(chan struct{})
 	}
 	p.mode = m
-	p.mu.Unlock()
-	for _, c := range conns {
-		c.close()
-	}
 }
 
 // Conns reports how many connections are open through the proxy.
@@ -240,6 +281,9 @@ func (p *Proxy) pump(c *pair, dst, src net.Conn, reply bool) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			if !reply {
+				p.trip(buf[:n])
+			}
 			if !p.gate(c, reply) {
 				return
 			}

@@ -182,6 +182,48 @@ func TestStallRepliesDelivers(t *testing.T) {
 	}
 }
 
+// StallRepliesAfter lets traffic through until a client sends the marker,
+// which reaches the target, and holds the target's answers from then on.
+func TestStallRepliesAfter(t *testing.T) {
+	got := make(chan string, 4)
+	p, err := faultproxy.New(tappedEchoServer(t, got))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	p.StallRepliesAfter([]byte("mark"))
+	c, r := dial(t, p)
+	if err := roundTrip(c, r, 5*time.Second); err != nil {
+		t.Fatalf("before the marker: %v", err)
+	}
+	<-got
+	if _, err := c.Write([]byte("a mark\n")); err != nil {
+		t.Fatal(err)
+	}
+	if line := <-got; line != "a mark\n" {
+		t.Fatalf("the target got %q; want the client's line", line)
+	}
+	// The proxy switched before it passed the line on.
+	if m := p.Mode(); m != faultproxy.StallReplies {
+		t.Fatalf("after the marker the mode is %v, want StallReplies", m)
+	}
+	p.SetMode(faultproxy.Forward)
+	if err := c.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := r.ReadString('\n'); err != nil || line != "a mark\n" {
+		t.Fatalf("after resume: %q, %v; want the held answer", line, err)
+	}
+	// Disarmed: the marker again passes, and so does its answer.
+	if _, err := c.Write([]byte("mark\n")); err != nil {
+		t.Fatal(err)
+	}
+	<-got
+	if line, err := r.ReadString('\n'); err != nil || line != "mark\n" {
+		t.Fatalf("a second marker: %q, %v; want it answered", line, err)
+	}
+}
+
 func TestCloseIdempotent(t *testing.T) {
 	p := newProxy(t)
 	dial(t, p)
