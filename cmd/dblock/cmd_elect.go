@@ -52,13 +52,16 @@ func cmdElect(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	c.waitsThroughOutage = r.waitSet
+	if !c.waitsThroughOutage {
+		c.connectRetry = connectRetry // a server restart
+	}
 	if err := c.check(); err != nil {
 		return err
 	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
-	l, _, closeAll, err := c.open(ctx, a)
+	l, closeAll, err := openWatched(ctx, a, c, r, sigs)
 	if err != nil {
 		return err
 	}

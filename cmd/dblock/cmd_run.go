@@ -82,7 +82,7 @@ func parseRun(a *app, args []string) (*common, runFlags, error) {
 	fs.Lookup("ttl").Usage = "lease of the lock; CMD starts only with at least half of it left (a later answer from the database: the lock is taken again, or not at all under --no-wait)"
 	var r runFlags
 	fs.StringVar(&r.key, "key", "", "the lock's `key` (required)")
-	fs.DurationVar(&r.wait, "wait", 0, "give up after waiting this long for the lock (default: wait until signalled)")
+	fs.DurationVar(&r.wait, "wait", 0, "give up after waiting this long for the lock, through a database that cannot be reached meanwhile (default: wait until signalled; without --wait, a database that cannot be reached at start is tried for 5s, then status 69)")
 	fs.BoolVar(&r.noWait, "no-wait", false, "give up at once if the lock is held")
 	fs.DurationVar(&r.grace, "grace", 10*time.Second, "time CMD has to end after SIGTERM (a lost lock) or a SIGINT or SIGTERM passed on, before SIGKILL to its group (a second SIGINT or SIGTERM: at once)")
 	fs.IntVar(&r.conflict, "conflict-exit", exitTempFail, "exit `status` when the lock was not acquired")
@@ -119,6 +119,9 @@ func parseRun(a *app, args []string) (*common, runFlags, error) {
 		r.noWait = true
 	}
 	c.waitsThroughOutage = r.waitSet && !r.noWait // a bounded wait rides out an outage
+	if !c.waitsThroughOutage {
+		c.connectRetry = connectRetry // a server restart
+	}
 	return c, r, c.check()
 }
 
@@ -131,7 +134,7 @@ func cmdRun(ctx context.Context, a *app, args []string) error {
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
-	l, _, closeAll, err := c.open(ctx, a)
+	l, closeAll, err := openWatched(ctx, a, c, r, sigs)
 	if err != nil {
 		return err
 	}
@@ -203,6 +206,35 @@ func lateness(lk held, ttl time.Duration) string {
 		return fmt.Sprintf("the database's answer came late: %v of its %v lease was left, less than half", left.Round(time.Millisecond), ttl)
 	}
 	return ""
+}
+
+// openWatched opens c's Locker (common.open) for run or elect; a signal
+// that comes meanwhile ends it at once, with status 128+N: connecting may
+// take long (a stalled server, or a server that restarts: connectRetry).
+func openWatched(ctx context.Context, a *app, c *common, r runFlags, sigs <-chan os.Signal) (l *dblock.Locker, closeAll func(), err error) {
+	octx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	watched := make(chan struct{})
+	var got os.Signal // set by the watcher before watched is closed
+	go func() {
+		defer close(watched)
+		select {
+		case got = <-sigs:
+			cancel()
+		case <-done:
+		}
+	}()
+	l, _, closeAll, err = c.open(octx, a)
+	close(done)
+	<-watched
+	if got != nil {
+		if err == nil {
+			closeAll()
+		}
+		return nil, nil, exitf(128+signalNumber(got), "interrupted by %s before %s started, while connecting", signalName(got), r.argv[0])
+	}
+	return l, closeAll, err
 }
 
 // lockOrNil returns lk as held, or a nil held when there is none.

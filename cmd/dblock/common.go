@@ -17,6 +17,11 @@ import (
 // pingTimeout bounds the first contact with the database.
 const pingTimeout = 10 * time.Second
 
+// connectRetry is how long run and elect without --wait keep trying to
+// reach a database that cannot be reached at their start (a server
+// restart) before they give up with status 69.
+const connectRetry = 5 * time.Second
+
 // common holds the flags every command takes.
 type common struct {
 	dsn     string
@@ -28,6 +33,9 @@ type common struct {
 	// waitsThroughOutage lets connect return a pool whose server does not
 	// answer yet (run --wait: the wait rides out the outage).
 	waitsThroughOutage bool
+	// connectRetry, if not 0, is how long connect keeps trying to reach a
+	// server that does not answer at first (run, elect without --wait).
+	connectRetry time.Duration
 	// embeddedOK lets the command use the embedded SQLite file when no DSN
 	// is given (demo, ls); the others refuse, since its locks exclude
 	// nothing on another host.
@@ -116,7 +124,15 @@ func (c *common) connect(ctx context.Context, a *app) (*sql.DB, target, error) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
-	if err := db.PingContext(pctx); err != nil {
+	err = db.PingContext(pctx)
+	tried := ""
+	if err != nil && c.connectRetry > 0 && dberr.Conn(err) && ctx.Err() == nil {
+		if c.verbose { // quiet otherwise: a restart ridden out mails no crontab
+			fmt.Fprintf(a.stderr, "dblock: cannot reach the database at %s yet (%s); trying again for %v\n", t.redacted, errLine(err), c.connectRetry)
+		}
+		err, tried = retryPing(ctx, db, c.connectRetry), fmt.Sprintf(" (tried for %v)", c.connectRetry)
+	}
+	if err != nil {
 		if c.waitsThroughOutage && dberr.Conn(err) {
 			// run --wait: the wait rides out an outage
 			fmt.Fprintf(a.stderr, "dblock: cannot reach the database at %s yet (%s); waiting\n", t.redacted, errLine(err))
@@ -129,7 +145,7 @@ func (c *common) connect(ctx context.Context, a *app) (*sql.DB, target, error) {
 		if !dberr.Conn(err) { // it answered: unknown database, missing privilege, a file that cannot be opened
 			return nil, t, exitErr(exitConfig, fmt.Errorf("cannot use the database at %s: %w", t.redacted, err))
 		}
-		return nil, t, exitErr(exitUnavailable, fmt.Errorf("cannot reach the database at %s: %w", t.redacted, err))
+		return nil, t, exitErr(exitUnavailable, fmt.Errorf("cannot reach the database at %s%s: %w", t.redacted, tried, err))
 	}
 	if embedded && c.noteEmbedded {
 		fmt.Fprintf(a.stderr, "dblock: no --dsn or DBLOCK_DSN: reading the embedded database %s (this host only)\n", t.redacted)
@@ -142,6 +158,35 @@ func (c *common) connect(ctx context.Context, a *app) (*sql.DB, target, error) {
 		}
 	}
 	return db, t, nil
+}
+
+// retryPing pings db until it answers, fails otherwise than by not being
+// reached, or ctx ends, for at most d, with pauses from 100ms, doubling up
+// to a second, between tries. A try cut short by d's end returns the last
+// error of the tries before it.
+func retryPing(ctx context.Context, db *sql.DB, d time.Duration) error {
+	rctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var last error
+	for pause := 100 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		t := time.NewTimer(pause)
+		select {
+		case <-rctx.Done():
+			t.Stop()
+			if last == nil {
+				return rctx.Err()
+			}
+			return last
+		case <-t.C:
+		}
+		err := db.PingContext(rctx)
+		switch {
+		case err == nil || !dberr.Conn(err) && rctx.Err() == nil:
+			return err
+		case rctx.Err() == nil || last == nil:
+			last = err
+		}
+	}
 }
 
 // embeddedPath returns the embedded default database: locks.db in the

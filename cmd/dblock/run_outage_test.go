@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"os"
 	"path/filepath"
@@ -102,4 +103,80 @@ func TestRunInterruptedWhileConnecting(t *testing.T) {
 		t.Fatalf("the lock after run ended: %v, want it released", err)
 	}
 	_ = lk.Unlock(context.Background())
+}
+
+// run without --wait (--no-wait, or the default wait for the lock) keeps
+// trying to reach the database for 5s at start (saying so under -v) and
+// runs the command if it comes back meanwhile (a server restart); it used
+// to exit 69 at the first refused connection. A database that stays
+// unreachable is still status 69, in one line that says how long run
+// tried.
+func TestRunRetriesConnect(t *testing.T) {
+	flags, _ := freshTable(t, dblock.Postgres)
+	for _, wait := range []string{"--no-wait", ""} {
+		t.Run("flag="+wait, func(t *testing.T) {
+			p, dsn := dbtest.Proxy(t, dblock.Postgres)
+			p.SetMode(faultproxy.Down)
+			marker := filepath.Join(t.TempDir(), "ran")
+			args := join("run", "-v", "--dsn", dsn, "--table", flags[3], strings.Fields(wait), "--key", "restart", "--", "touch", marker)
+			r := runUntilLine(t, "trying again for", func(*os.Process) { p.SetMode(faultproxy.Forward) }, args...)
+			if r.code != 0 || !exists(marker) {
+				t.Fatalf("run %s while the database restarts: status %d, stderr %q; want the command run", wait, r.code, r.stderr)
+			}
+		})
+	}
+	r := cli(t, "run", "--dsn", "postgres://u@127.0.0.1:1/test?sslmode=disable", "--no-wait", "--key", "k", "--", "true")
+	if r.code != exitUnavailable || !strings.Contains(r.stderr, "tried for 5s") || strings.Count(r.stderr, "\n") != 1 {
+		t.Fatalf("run --no-wait with no database at all: status %d, want %d after 5s of tries; stderr %q", r.code, exitUnavailable, r.stderr)
+	}
+}
+
+// runUntilLine runs dblock args to completion (at most a minute), calling
+// then with its process once, as soon as a line of its stderr holds text;
+// it returns what dblock did.
+func runUntilLine(t *testing.T, text string, then func(*os.Process), args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd, stdout, _ := newCmd(ctx, nil, args...)
+	cmd.Stderr = nil
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	sc := bufio.NewScanner(pipe)
+	for sc.Scan() {
+		stderr.WriteString(sc.Text() + "\n")
+		if then != nil && strings.Contains(sc.Text(), text) {
+			then(cmd.Process)
+			then = nil
+		}
+	}
+	_ = cmd.Wait()
+	return result{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}
+}
+
+// A SIGINT while run tries to reach the database again ends it at once,
+// with 130: it does not keep trying, nor take the lock and run the command
+// once the database is back.
+func TestRunInterruptedWhileRetrying(t *testing.T) {
+	flags, _ := freshTable(t, dblock.Postgres)
+	p, dsn := dbtest.Proxy(t, dblock.Postgres)
+	p.SetMode(faultproxy.Down)
+	marker := filepath.Join(t.TempDir(), "ran")
+	r := runUntilLine(t, "trying again for", func(proc *os.Process) {
+		if err := proc.Signal(os.Interrupt); err != nil {
+			t.Error(err)
+		}
+	}, "run", "-v", "--dsn", dsn, "--table", flags[3], "--no-wait", "--key", "retrying", "--", "touch", marker)
+	if r.code != 130 || !strings.Contains(r.stderr, "interrupted by SIGINT before touch started, while connecting") {
+		t.Errorf("run: status %d, stderr %q; want 130, interrupted while connecting", r.code, r.stderr)
+	}
+	if exists(marker) {
+		t.Error("the command ran after run was interrupted")
+	}
 }
