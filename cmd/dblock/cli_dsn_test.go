@@ -50,9 +50,6 @@ func TestNoDSNRefused(t *testing.T) {
 	}
 }
 
-// Flags may follow positional arguments (dblock leader scheduler --watch,
-// as docs/cli.md writes it), except in run, where whatever follows CMD is
-// A command's help shows its flags as usage and docs/cli.md do: --flag,
 // A server that refuses our credentials is "authentication failed" (78),
 // not "cannot reach the database".
 func TestAuthFailed(t *testing.T) {
