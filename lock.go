@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/dblockhq/dblock/internal/core"
+	"github.com/dblockhq/dblock/internal/dialect"
 )
 
 // Lock is one acquisition of a key. Its methods are safe for concurrent use.
@@ -203,11 +204,17 @@ const releaseTimeout = core.ReleaseTimeout
 // ErrLeaseExpired although tx's writes still commit safely. Unlock of k waits
 // for tx to end: commit or roll back tx before calling Unlock.
 func (k *Lock) Check(ctx context.Context, tx *sql.Tx) error {
+	return k.check(ctx, sqlTx(tx), "*sql.Tx")
+}
+
+// check is Check in tx, a *sql.Tx or another driver's transaction
+// (package dblockpgx) of type txType.
+func (k *Lock) check(ctx context.Context, tx dialect.TxQuerier, txType string) error {
 	if k == nil || k.c().Zero() {
 		return core.ErrNoLock
 	}
 	if tx == nil {
-		return fmt.Errorf("%w: nil *sql.Tx", ErrInvalidOption)
+		return fmt.Errorf("%w: nil %s", ErrInvalidOption, txType)
 	}
 	if err := k.Err(); err != nil {
 		return core.Errorf("%w: %q (token %d): %w", ErrNotHeld, k.Key(), k.Token(), err)
@@ -216,7 +223,7 @@ func (k *Lock) Check(ctx context.Context, tx *sql.Tx) error {
 	if err != nil {
 		return err
 	}
-	ok, err := td.CheckTx(ctx, tx, k.Key(), k.Owner(), k.Token())
+	ok, err := td.CheckTx(ctx, k.c().Engine().DB(), tx, k.Key(), k.Owner(), k.Token())
 	if err != nil {
 		return k.c().Engine().TxErr(ctx, "check", k.Key(), err)
 	}

@@ -82,7 +82,7 @@ func (l *Locker) LockTx(ctx context.Context, tx *sql.Tx, key string, opts ...Loc
 	if err := l.usable(); err != nil {
 		return nil, err
 	}
-	return l.lockTx(ctx, tx, key, opts, true)
+	return l.lockTx(ctx, sqlTx(tx), "*sql.Tx", key, opts, true)
 }
 
 // TryLockTx is LockTx without waiting: when a lease holder or another
@@ -94,12 +94,23 @@ func (l *Locker) TryLockTx(ctx context.Context, tx *sql.Tx, key string, opts ...
 	if err := l.usable(); err != nil {
 		return nil, err
 	}
-	return l.lockTx(ctx, tx, key, opts, false)
+	return l.lockTx(ctx, sqlTx(tx), "*sql.Tx", key, opts, false)
 }
 
-func (l *Locker) lockTx(ctx context.Context, tx *sql.Tx, key string, opts []LockOption, wait bool) (*TxLock, error) {
+// sqlTx is tx as the transaction LockTx and Check run their statements
+// in; nil for a nil tx.
+func sqlTx(tx *sql.Tx) dialect.TxQuerier {
 	if tx == nil {
-		return nil, fmt.Errorf("%w: nil *sql.Tx", ErrInvalidOption)
+		return nil
+	}
+	return dialect.SQLTx(tx)
+}
+
+// lockTx is LockTx (wait) and TryLockTx in tx, a *sql.Tx or another
+// driver's transaction (package dblockpgx) of type txType.
+func (l *Locker) lockTx(ctx context.Context, tx dialect.TxQuerier, txType, key string, opts []LockOption, wait bool) (*TxLock, error) {
+	if tx == nil {
+		return nil, fmt.Errorf("%w: nil %s", ErrInvalidOption, txType)
 	}
 	if err := ValidatePlainKey(key); err != nil {
 		return nil, err

@@ -243,6 +243,9 @@ func ctxErr(ctx context.Context) error { return dberr.Ctx(ctx) }
 // D is the engine's dialect.
 func (e *Engine) D() dialect.Dialect { return e.d }
 
+// DB is the engine's pool.
+func (e *Engine) DB() *sql.DB { return e.db }
+
 // Q is where the engine sends its statements: its DB, through prepared
 // statements.
 func (e *Engine) Q() dialect.Querier { return e.q }

@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 
@@ -13,7 +12,7 @@ import (
 // LockTx takes key in the caller's transaction tx through td, waiting
 // while another owner holds it if wait is set, and returns the token; in
 // FIFO mode it honours the key's queue of tickets.
-func (e *Engine) LockTx(ctx context.Context, tx *sql.Tx, td dialect.Tx, key string, lc LockConfig, wait bool) (int64, error) {
+func (e *Engine) LockTx(ctx context.Context, tx dialect.TxQuerier, td dialect.Tx, key string, lc LockConfig, wait bool) (int64, error) {
 	if e.fifoFor(key) {
 		return e.lockTxFIFO(ctx, tx, td, key, lc, wait)
 	}
@@ -45,7 +44,7 @@ func (e *Engine) LockTx(ctx context.Context, tx *sql.Tx, td dialect.Tx, key stri
 // takeTx is the take of LockTx and TryLockTx, in tx; *token gets the
 // token. With nowait, a row another transaction holds counts as not
 // taken; otherwise the take waits for that transaction in the database.
-func (e *Engine) takeTx(tx *sql.Tx, td dialect.Tx, key string, nowait bool, token *int64) take {
+func (e *Engine) takeTx(tx dialect.TxQuerier, td dialect.Tx, key string, nowait bool, token *int64) take {
 	return func(ctx context.Context) (bool, error) {
 		t, ok, err := td.LockTx(ctx, e.db, tx, key, nowait)
 		if err != nil {
@@ -64,7 +63,7 @@ func (e *Engine) takeTx(tx *sql.Tx, td dialect.Tx, key string, nowait bool, toke
 // ticket and waits for its turn, as Lock does, and deletes the ticket once
 // the transaction holds the key. At its turn it waits in the database for a
 // transaction that holds the key's row.
-func (e *Engine) lockTxFIFO(ctx context.Context, tx *sql.Tx, td dialect.Tx, key string, lc LockConfig, wait bool) (int64, error) {
+func (e *Engine) lockTxFIFO(ctx context.Context, tx dialect.TxQuerier, td dialect.Tx, key string, lc LockConfig, wait bool) (int64, error) {
 	if e.isClosed() {
 		return 0, dberr.ErrClosed
 	}

@@ -352,7 +352,7 @@ func confTx(t *testing.T, c conf) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	if token, ok, err := x.LockTx(c.ctx, c.db, tx, c.key, true); !ok || err != nil || token <= 0 {
+	if token, ok, err := x.LockTx(c.ctx, c.db, dialect.SQLTx(tx), c.key, true); !ok || err != nil || token <= 0 {
 		t.Fatalf("LockTx of a free key = %d, %v, %v; want taken", token, ok, err)
 	}
 	if err := tx.Rollback(); err != nil {
@@ -364,13 +364,13 @@ func confTx(t *testing.T, c conf) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx2.Rollback() }()
-	if ok, err := x.CheckTx(c.ctx, tx2, c.key, "a", token); !ok || err != nil {
+	if ok, err := x.CheckTx(c.ctx, c.db, dialect.SQLTx(tx2), c.key, "a", token); !ok || err != nil {
 		t.Errorf("CheckTx of a live lock = %v, %v; want live", ok, err)
 	}
-	if ok, err := x.CheckTx(c.ctx, tx2, c.key, "a", token+1); ok || err != nil {
+	if ok, err := x.CheckTx(c.ctx, c.db, dialect.SQLTx(tx2), c.key, "a", token+1); ok || err != nil {
 		t.Errorf("CheckTx of another token = %v, %v; want not live", ok, err)
 	}
-	if _, ok, err := x.LockTx(c.ctx, c.db, tx2, c.key, true); ok || (err != nil && !errors.Is(err, dialect.ErrLocked)) {
+	if _, ok, err := x.LockTx(c.ctx, c.db, dialect.SQLTx(tx2), c.key, true); ok || (err != nil && !errors.Is(err, dialect.ErrLocked)) {
 		t.Errorf("LockTx of a leased key = %v, %v; want not taken", ok, err)
 	}
 }
@@ -535,7 +535,7 @@ func confHandDelete(t *testing.T, c conf) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			token, ok, err := x.LockTx(c.ctx, c.db, tx, inTx, true)
+			token, ok, err := x.LockTx(c.ctx, c.db, dialect.SQLTx(tx), inTx, true)
 			if err != nil || !ok {
 				_ = tx.Rollback()
 				t.Fatalf("LockTx = %v, %v", ok, err)

@@ -218,10 +218,11 @@ type Tx interface {
 	// the database while another transaction holds the row. ok is false
 	// when a lease holds the key; an error wrapping ErrLocked means tx may
 	// hold the row of a lease holder and should be rolled back.
-	LockTx(ctx context.Context, db *sql.DB, tx *sql.Tx, key string, nowait bool) (token int64, ok bool, err error)
+	LockTx(ctx context.Context, db *sql.DB, tx TxQuerier, key string, nowait bool) (token int64, ok bool, err error)
 	// CheckTx reports whether the acquisition (key, owner, token) is live,
-	// and when it is, share-locks its row in tx until tx ends.
-	CheckTx(ctx context.Context, tx *sql.Tx, key, owner string, token int64) (bool, error)
+	// and when it is, share-locks its row in tx until tx ends. db is the
+	// Locker's pool, which a dialect may read when tx is not a *sql.Tx.
+	CheckTx(ctx context.Context, db *sql.DB, tx TxQuerier, key, owner string, token int64) (bool, error)
 	// TxErr returns ErrDeadlock or ErrLockTimeout for the driver errors that
 	// mean them, and nil for any other error.
 	TxErr(err error) error

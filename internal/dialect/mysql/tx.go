@@ -71,8 +71,12 @@ func (m *mysqlDialect) probe(ctx context.Context, db *sql.DB, key string) (rowSt
 // lock on its row (see myTx), which lockTx reports as an error wrapping
 // dialect.ErrLocked rather than waiting with it: waiting would stop the holder's
 // renewals and Unlock until tx ends.
-func (m *mysqlDialect) LockTx(ctx context.Context, db *sql.DB, tx *sql.Tx, key string, nowait bool) (int64, bool, error) {
-	m, err := m.on(ctx, db)
+func (m *mysqlDialect) LockTx(ctx context.Context, db *sql.DB, txq dialect.TxQuerier, key string, nowait bool) (int64, bool, error) {
+	tx, err := sqlTx(txq)
+	if err != nil {
+		return 0, false, err
+	}
+	m, err = m.on(ctx, db)
 	if err != nil {
 		return 0, false, err
 	}
@@ -131,13 +135,27 @@ func (m *mysqlDialect) LockTx(ctx context.Context, db *sql.DB, tx *sql.Tx, key s
 	return 0, false, nil
 }
 
+// sqlTx returns the *sql.Tx beneath txq: MySQL's statements in a
+// transaction read database/sql's results (rows affected, last insert id),
+// and only database/sql reaches MySQL.
+func sqlTx(txq dialect.TxQuerier) (*sql.Tx, error) {
+	if tx := txq.SQL(); tx != nil {
+		return tx, nil
+	}
+	return nil, fmt.Errorf("dblock: a MySQL transaction must be a *sql.Tx: %w", errors.ErrUnsupported)
+}
+
 func isNowaitErr(err error) bool {
 	var me *driver.MySQLError
 	return errors.As(err, &me) && (me.Number == erLockNowait || me.Number == erLockWaitTimeout)
 }
 
-func (m *mysqlDialect) CheckTx(ctx context.Context, tx *sql.Tx, key, owner string, token int64) (bool, error) {
-	m, err := m.on(ctx, tx)
+func (m *mysqlDialect) CheckTx(ctx context.Context, _ *sql.DB, txq dialect.TxQuerier, key, owner string, token int64) (bool, error) {
+	tx, err := sqlTx(txq)
+	if err != nil {
+		return false, err
+	}
+	m, err = m.on(ctx, tx)
 	if err != nil {
 		return false, err
 	}

@@ -39,7 +39,7 @@ func newPgTx(r *strings.Replacer) *pgTx {
 // cannot see the row, it inserts it itself: that conflicts with a row a lease
 // holder took meanwhile (no lock taken) or, under REPEATABLE READ, with a row
 // newer than tx's snapshot (a serialization failure, dialect.ErrDeadlock).
-func (p *postgres) LockTx(ctx context.Context, db *sql.DB, tx *sql.Tx, key string, nowait bool) (int64, bool, error) {
+func (p *postgres) LockTx(ctx context.Context, db *sql.DB, tx dialect.TxQuerier, key string, nowait bool) (int64, bool, error) {
 	token, ok, err := p.takeTx(ctx, tx, key, nowait)
 	if err != nil || ok {
 		if errors.Is(err, errRowBusy) {
@@ -63,7 +63,7 @@ func (p *postgres) LockTx(ctx context.Context, db *sql.DB, tx *sql.Tx, key strin
 			return token, ok, err
 		}
 	}
-	err = tx.QueryRowContext(ctx, p.tx.create+` RETURNING token`, key).Scan(&token)
+	token, err = tx.QueryInt(ctx, p.tx.create+` RETURNING token`, dialect.TxArgs{Key: key})
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -75,14 +75,13 @@ var errRowBusy = errors.New("row locked by another transaction")
 
 // takeTx takes key's row in tx if it is free; with nowait, it returns
 // errRowBusy rather than wait for another transaction.
-func (p *postgres) takeTx(ctx context.Context, tx *sql.Tx, key string, nowait bool) (int64, bool, error) {
+func (p *postgres) takeTx(ctx context.Context, tx dialect.TxQuerier, key string, nowait bool) (int64, bool, error) {
 	if nowait {
 		if err := p.rowNowait(ctx, tx, key); err != nil {
 			return 0, false, err
 		}
 	}
-	var token int64
-	err := tx.QueryRowContext(ctx, p.tx.take, key).Scan(&token)
+	token, err := tx.QueryInt(ctx, p.tx.take, dialect.TxArgs{Key: key})
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -91,19 +90,18 @@ func (p *postgres) takeTx(ctx context.Context, tx *sql.Tx, key string, nowait bo
 
 // rowNowait locks key's row, if it is free, without waiting. It returns
 // errRowBusy, with tx unharmed, when another transaction holds the row.
-func (p *postgres) rowNowait(ctx context.Context, tx *sql.Tx, key string) error {
-	if _, err := tx.ExecContext(ctx, `SAVEPOINT `+pgSavepoint); err != nil {
+func (p *postgres) rowNowait(ctx context.Context, tx dialect.TxQuerier, key string) error {
+	if err := tx.Exec(ctx, `SAVEPOINT `+pgSavepoint); err != nil {
 		return err
 	}
-	var one int
-	err := tx.QueryRowContext(ctx, p.tx.rowNowait, key).Scan(&one)
+	_, err := tx.QueryInt(ctx, p.tx.rowNowait, dialect.TxArgs{Key: key})
 	if err == nil || errors.Is(err, sql.ErrNoRows) {
-		_, err = tx.ExecContext(ctx, `RELEASE SAVEPOINT `+pgSavepoint)
+		err = tx.Exec(ctx, `RELEASE SAVEPOINT `+pgSavepoint)
 		return err
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dialect.ReleaseTimeout)
 	defer cancel()
-	if _, rerr := tx.ExecContext(rctx, `ROLLBACK TO SAVEPOINT `+pgSavepoint); rerr != nil {
+	if rerr := tx.Exec(rctx, `ROLLBACK TO SAVEPOINT `+pgSavepoint); rerr != nil {
 		return errors.Join(err, fmt.Errorf("rollback to savepoint: %w", rerr))
 	}
 	if dberr.SQLState(err) == pgLockNotAvailable {
@@ -112,12 +110,25 @@ func (p *postgres) rowNowait(ctx context.Context, tx *sql.Tx, key string) error 
 	return err
 }
 
-func (p *postgres) CheckTx(ctx context.Context, tx *sql.Tx, key, owner string, token int64) (bool, error) {
-	p, err := p.on(ctx, tx)
+// CheckTx learns the engine, if it has not yet, in tx when tx is a
+// *sql.Tx and on db otherwise: the same server either way.
+func (p *postgres) CheckTx(ctx context.Context, db *sql.DB, tx dialect.TxQuerier, key, owner string, token int64) (bool, error) {
+	var q dialect.Querier = db
+	if s := tx.SQL(); s != nil {
+		q = s
+	}
+	p, err := p.on(ctx, q)
 	if err != nil {
 		return false, err
 	}
-	return dialect.RowExists(ctx, tx, p.tx.check, key, owner, token)
+	switch _, err := tx.QueryInt(ctx, p.tx.check, dialect.TxArgs{Key: key, Owned: true, Owner: owner, Token: token}); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	default:
+		return false, err
+	}
 }
 
 // PostgreSQL SQLSTATEs of lock conflicts inside a transaction.
