@@ -2,6 +2,7 @@ package dblock
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -24,6 +25,7 @@ type Locker struct {
 	cfg     config
 	dialect Dialect
 	db      *sql.DB
+	ownsDB  bool // Close closes db, a pool made for the Locker (dblockpgx)
 	log     *slog.Logger
 	obs     Observer // WithObserver; nil: none
 
@@ -104,12 +106,17 @@ func (l *Locker) usable() error {
 
 // Close stops the heartbeat, releases every lock still held (their Err then
 // wraps ErrReleased and ErrClosed) and any key a cancelled call took after
-// all, and waits for its goroutines. Idempotent; never closes the *sql.DB.
+// all, and waits for its goroutines. Idempotent; never closes the *sql.DB
+// given to New.
 func (l *Locker) Close() error {
 	if err := l.usable(); err != nil {
 		return err
 	}
-	return l.e.Close()
+	err := l.e.Close()
+	if l.ownsDB {
+		err = errors.Join(err, l.db.Close())
+	}
+	return err
 }
 
 // Held reports how many Locks this Locker holds (re-entries count apart).
