@@ -54,6 +54,14 @@ func cases() []benchCase {
 		{name: "dblock-alone", baseline: "raw", gs: []int{8}, run: aloneCycle},
 		// MySQL and SQLite releases are always durable: PostgreSQL only.
 		{name: "dblock-durable", baseline: "raw", gs: []int{1, 8}, only: dblock.Postgres, run: durableCycle},
+		// The same cycle on a pgxpool.Pool: the raw statements through
+		// pgx, then package dblockpgx's Locker, and the raw statements
+		// through the *sql.DB over the pool that dblockpgx runs on (what
+		// database/sql costs there: the most a Locker driving pgx natively
+		// could gain).
+		{name: "raw-pgx", gs: []int{1, 8}, only: dblock.Postgres, run: rawPgxCycle},
+		{name: "dblockpgx", baseline: "raw-pgx", gs: []int{1, 8}, only: dblock.Postgres, run: dblockpgxCycle},
+		{name: "raw-pgx-sql", baseline: "raw-pgx", gs: []int{1, 8}, only: dblock.Postgres, run: rawPgxSQLCycle},
 		// A handoff is at least one durable commit: the contended case is
 		// compared with one connection's back-to-back commits.
 		{name: "commit", gs: []int{1}, run: serialCommit},

@@ -241,3 +241,17 @@ func (s *countingStmt) CheckNamedValue(nv *driver.NamedValue) error {
 	}
 	return s.conn.CheckNamedValue(nv)
 }
+
+// PgxTracer counts the statements of a pgx connection or pool (its
+// ConnConfig.Tracer) as N does: each query or exec that reached the server,
+// prepared or not. It does not time them.
+func (c *StmtCounter) PgxTracer() pgx.QueryTracer { return pgxCounter{c} }
+
+// pgxCounter is PgxTracer's tracer.
+type pgxCounter struct{ c *StmtCounter }
+
+func (p pgxCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+
+func (p pgxCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) { p.c.n.Add(1) }
