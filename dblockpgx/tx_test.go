@@ -278,3 +278,52 @@ func TestCheckCancelled(t *testing.T) {
 		t.Fatalf("Check with a cancelled ctx: %v", err)
 	}
 }
+
+// LockTx in a pgx.Tx whose ctx ends while it waits (for another
+// transaction in the database, or for a lease by polling) returns ctx's
+// error and leaves the holders and the key as they were.
+func TestLockTxCancel(t *testing.T) {
+	e := setup(t)
+	holder := beginSQL(t, e.db)
+	if _, err := e.sl.LockTx(e.ctx, holder, "k"); err != nil {
+		t.Fatal(err)
+	}
+	lease, err := e.sl.TryLock(e.ctx, "lease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"k", "lease"} {
+		waiter := beginPgx(t, e.pool)
+		wctx, cancel := context.WithCancel(e.ctx)
+		got := make(chan error, 1)
+		go func() {
+			_, err := dblockpgx.LockTx(wctx, e.pl, waiter, key)
+			got <- err
+		}()
+		if key == "k" {
+			blocks(t, e, sqlPID(t, e.ctx, holder))
+		} else {
+			eventually(t, 10*time.Second, time.Millisecond, "LockTx to wait", func() bool { return e.pl.Stats().Waiting == 1 })
+		}
+		cancel()
+		if err := <-got; !errors.Is(err, context.Canceled) {
+			t.Fatalf("%s: cancelled LockTx: %v, want context.Canceled", key, err)
+		}
+		_ = waiter.Rollback(context.Background())
+	}
+	if err := holder.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Unlock(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"k", "lease"} {
+		lk, err := e.pl.TryLock(e.ctx, key)
+		if err != nil {
+			t.Fatalf("%s: TryLock after the cancelled waiter: %v", key, err)
+		}
+		if err := lk.Unlock(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
