@@ -234,8 +234,9 @@ func WithoutCombining() Option {
 // that memo, through any Locker, does not queue.
 //
 // Nothing can leak: a waiter that gives up deletes its ticket, and one that
-// crashed stops renewing it, so its successors pass it one lease (the
-// Locker's TTL) later, by the database's clock; Reap deletes such tickets.
+// crashed stops renewing it, so its successors pass it one lease (its
+// call's: the TTL option, else the Locker's) later, by the database's
+// clock; Reap deletes such tickets.
 // A waiter whose own ticket ran out (its renewals failed for a whole lease)
 // takes a new one at the end of the queue.
 //

@@ -84,7 +84,7 @@ func (a *AnyKey) Wait(ctx context.Context, rec *waiters.Call) (*Lock, error) {
 		}
 	}
 	for {
-		t, err := e.fifo.Enqueue(ctx, a.qkey, "", dberr.ErrClosed)
+		t, err := e.fifo.Enqueue(ctx, a.qkey, "", e.cfg.TTL, dberr.ErrClosed)
 		if err != nil {
 			if !e.RideOut(ctx, a.name, err, &lastErr) {
 				return nil, err

@@ -126,7 +126,7 @@ func (e *Engine) queueFor(ctx context.Context, key string, lc LockConfig, grant 
 	b := e.WaitBackoff(lc.TTL)
 	memo := grantMemo(grant)
 	for {
-		t, err = e.fifo.Enqueue(ctx, key, memo, dberr.ErrClosed)
+		t, err = e.fifo.Enqueue(ctx, key, memo, lc.TTL, dberr.ErrClosed)
 		if err != nil {
 			if !e.RideOut(ctx, key, err, &lastErr) {
 				return 0, nil, fifo.Successors{}, err

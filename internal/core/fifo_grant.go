@@ -25,9 +25,9 @@ import (
 
 // grantable reports whether a release may give key to lc's waiting call:
 // the call has no Owner (which a grant, under a memo of its own, would not
-// keep), no Data (a grant carries none), and the Locker's lease (its
-// ticket's lease, which the grant gives), on a dialect whose releases
-// grant.
+// keep), no Data (a grant carries none), and the Locker's lease (the
+// grant gives its ticket's lease, which is the call's), on a dialect
+// whose releases grant.
 func (e *Engine) grantable(lc LockConfig) bool {
 	return !lc.ExplicitOwner && lc.Data == "" && lc.TTL == e.cfg.TTL && e.d.Passer() != nil
 }

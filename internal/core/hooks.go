@@ -58,7 +58,7 @@ func (e *Engine) WantedElsewhere(key string) bool { return e.wantedElsewhere(key
 // it got.
 func (e *Engine) TakeAfterGrant(ctx context.Context, key string, lc LockConfig, release func() error) (took bool, err error) {
 	memo := grantMemo(e.grantable(lc))
-	t, err := e.fifo.Enqueue(ctx, key, memo, dberr.ErrClosed)
+	t, err := e.fifo.Enqueue(ctx, key, memo, lc.TTL, dberr.ErrClosed)
 	if err != nil {
 		return false, err
 	}

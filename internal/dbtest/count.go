@@ -23,7 +23,9 @@ type StmtCounter struct {
 	// refuses slices. Set it before OpenCounted.
 	HideConnChecker bool
 	// Refuse, when set, fails the statements whose text it returns an
-	// error for, before they reach the server. Set it before OpenCounted.
+	// error for, before they reach the server: each execution of a
+	// prepared one too, and each transaction's begin, asked as "BEGIN".
+	// Set it before OpenCounted.
 	Refuse func(query string) error
 	// Seen, when set, is called with the text of every statement counted,
 	// each execution of a prepared one too. Set it before OpenCounted.
@@ -146,6 +148,9 @@ func (cc *countingConn) PrepareContext(ctx context.Context, q string) (driver.St
 }
 
 func (cc *countingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if err := cc.c.refused("BEGIN"); err != nil {
+		return nil, err
+	}
 	return cc.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
 }
 
@@ -223,11 +228,17 @@ type countingStmt struct {
 }
 
 func (s *countingStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	if err := s.conn.c.refused(s.query); err != nil {
+		return nil, err
+	}
 	defer s.conn.c.done(s.query, s.prepared)
 	return s.Stmt.(driver.StmtExecContext).ExecContext(ctx, args)
 }
 
 func (s *countingStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	if err := s.conn.c.refused(s.query); err != nil {
+		return nil, err
+	}
 	defer s.conn.c.done(s.query, s.prepared)
 	return s.Stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
 }

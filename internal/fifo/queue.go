@@ -34,12 +34,14 @@ const maxOps = 8
 
 // Config is what a Queue needs of its Locker.
 type Config struct {
-	D   dialect.Dialect // its Queue statements, Classify, Owned, Passer
-	DB  *sql.DB
-	Q   dialect.Querier // DB through prepared statements
-	ID  string          // names the Locker in ticket memos
-	TTL time.Duration   // a ticket's lease
-	// Heartbeat is the period of ticket renewals.
+	D  dialect.Dialect // its Queue statements, Classify, Owned, Passer
+	DB *sql.DB
+	Q  dialect.Querier // DB through prepared statements
+	ID string          // names the Locker in ticket memos
+	// TTL is the Locker's lease; a ticket has the lease of its call.
+	TTL time.Duration
+	// Heartbeat is the period of renewals of a lease of TTL: a ticket's
+	// are scaled to its own lease.
 	Heartbeat time.Duration
 	// ReleaseTimeout bounds a ticket's delete, and the release of a grant
 	// whose call left.
@@ -72,7 +74,7 @@ type Queue struct {
 	ops chan struct{} // one per queue operation in flight (do)
 
 	mu      sync.Mutex
-	tickets map[int64]string // ticket → key, under mu
+	tickets map[int64]ticket // under mu
 	// queued counts per key the calls that hold a ticket in tickets or
 	// are inserting one, under mu: a release of ours grants while it is
 	// not zero, even before the call waits.
@@ -83,6 +85,11 @@ type Queue struct {
 	dropped  []int64
 	stopped  bool
 	dropped1 chan struct{} // Drop's signal to the goroutine (capacity 1)
+	// renewBy is when the goroutine renews next, under mu; sooner is
+	// keep's signal to it (capacity 1) that a ticket with a shorter lease
+	// needs a renewal before then.
+	renewBy time.Time
+	sooner  chan struct{}
 
 	started  atomic.Bool  // the renewing goroutine was started (or refused)
 	renewals atomic.Int64 // renewal rounds done (tests wait on it)
@@ -94,12 +101,18 @@ type Queue struct {
 	hookQueued atomic.Pointer[func()]
 }
 
+// ticket is what the Queue keeps of one of its tickets.
+type ticket struct {
+	key string
+	ttl time.Duration // its lease
+}
+
 // New returns the Queue of the Locker c describes. It sends nothing and
 // starts nothing until the first ticket.
 func New(c Config) *Queue {
 	q := &Queue{c: c, sql: c.D.Queue(), ops: make(chan struct{}, maxOps),
-		tickets: make(map[int64]string), queued: make(map[string]int),
-		dropped1: make(chan struct{}, 1)}
+		tickets: make(map[int64]ticket), queued: make(map[string]int),
+		dropped1: make(chan struct{}, 1), sooner: make(chan struct{}, 1)}
 	q.dropAfter.Store(int64(dropAfter))
 	return q
 }
@@ -126,11 +139,39 @@ func (f *Queue) unqueueLocked(key string) {
 	f.queued[key]--
 }
 
-// keep records ticket t, inserted for key by a call counted by queue.
-func (f *Queue) keep(key string, t int64) {
+// keep records ticket t, inserted for key with lease ttl by a call counted
+// by queue, and wakes the renewing goroutine if t is due before its next
+// round.
+func (f *Queue) keep(key string, t int64, ttl time.Duration) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.tickets[t] = key
+	f.tickets[t] = ticket{key, ttl}
+	sooner := time.Now().Add(f.interval(ttl)).Before(f.renewBy)
+	f.mu.Unlock()
+	if sooner {
+		select {
+		case f.sooner <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// interval is the renewal period of a ticket leased for ttl: the
+// heartbeat scaled to it, as the Locker's leases are renewed.
+func (f *Queue) interval(ttl time.Duration) time.Duration {
+	if ttl <= 0 || ttl >= f.c.TTL {
+		return f.c.Heartbeat
+	}
+	return max(time.Duration(float64(ttl)*float64(f.c.Heartbeat)/float64(f.c.TTL)), time.Millisecond)
+}
+
+// period is the renewal period of the tickets kept: that of the shortest
+// lease, the heartbeat when there are none. It holds f.mu.
+func (f *Queue) period() time.Duration {
+	p := f.c.Heartbeat
+	for _, tk := range f.tickets {
+		p = min(p, f.interval(tk.ttl))
+	}
+	return p
 }
 
 // SetQuerier makes the Queue send its prepared statements through q, as
@@ -143,9 +184,9 @@ func (f *Queue) SetQuerier(q dialect.Querier) { f.c.Q = q }
 func (f *Queue) Forget(t int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if key, ok := f.tickets[t]; ok {
+	if tk, ok := f.tickets[t]; ok {
 		delete(f.tickets, t)
-		f.unqueueLocked(key)
+		f.unqueueLocked(tk.key)
 	}
 }
 
@@ -178,7 +219,9 @@ func (f *Queue) do(ctx context.Context, fn func()) error {
 	return nil
 }
 
-// Enqueue inserts a ticket for key and keeps it renewed until Dequeue. A
+// Enqueue inserts a ticket for key, leased for ttl (the lease of the call
+// that waits: a ticket that outlived a call cut off would hold up the key
+// after its lease ran out), and keeps it renewed until Dequeue. A
 // ticket nobody knows of would hold up the queue for a whole lease, so the
 // insert is not cut short by ctx (it ends within the release bound); a ctx
 // that ended meanwhile deletes the ticket again. After an insert whose
@@ -186,7 +229,7 @@ func (f *Queue) do(ctx context.Context, fn func()) error {
 // memo, which names the Locker and the call, or is the grant memo of owner
 // when owner is not "" (a release may then give the key to owner: Passer).
 // closed is returned, unwrapped, when the Locker is closed.
-func (f *Queue) Enqueue(ctx context.Context, key, owner string, closed error) (int64, error) {
+func (f *Queue) Enqueue(ctx context.Context, key, owner string, ttl time.Duration, closed error) (int64, error) {
 	if !f.startRenewal() {
 		return 0, closed
 	}
@@ -195,7 +238,7 @@ func (f *Queue) Enqueue(ctx context.Context, key, owner string, closed error) (i
 	if owner != "" {
 		memo = dialect.GrantMemo(owner)
 	}
-	ms := f.c.TTL.Milliseconds()
+	ms := ttl.Milliseconds()
 	var t int64
 	var err error
 	if werr := f.do(ctx, func() {
@@ -221,7 +264,7 @@ func (f *Queue) Enqueue(ctx context.Context, key, owner string, closed error) (i
 		f.unqueue(key)
 		return 0, f.c.WrapErr("queue for", key, err)
 	}
-	f.keep(key, t)
+	f.keep(key, t, ttl)
 	if ctx.Err() != nil {
 		f.Dequeue(key, t)
 		return 0, fmt.Errorf("dblock: waiting for %q: %w", key, dberr.Ctx(ctx))
@@ -436,16 +479,28 @@ func (f *Queue) startRenewal() bool {
 	return !f.c.Closed()
 }
 
-// loop renews every ticket the Queue holds once per heartbeat interval,
-// in statements of at most dialect.MaxBatch tickets, and deletes the
+// loop renews every ticket the Queue holds once per period (the heartbeat,
+// or shorter while a ticket has a shorter lease than the Locker's), in
+// statements of at most dialect.MaxBatch tickets, and deletes the
 // tickets dropped (Drop) dropBatch at a time, or within dropAfter of the
 // first, until the Locker closes; then it deletes those still dropped.
 func (f *Queue) loop() {
 	// Offset the first round by up to a tenth of the interval, so that
 	// Lockers started together do not renew in step.
-	period := f.c.Heartbeat
-	tick := time.NewTimer(period - rand.N(period/10+1))
+	f.mu.Lock()
+	period := f.period()
+	first := period - rand.N(period/10+1)
+	f.renewBy = time.Now().Add(first)
+	f.mu.Unlock()
+	tick := time.NewTimer(first)
 	defer tick.Stop()
+	arm := func() {
+		f.mu.Lock()
+		period = f.period()
+		f.renewBy = time.Now().Add(period)
+		f.mu.Unlock()
+		tick.Reset(period)
+	}
 	drop := time.NewTimer(time.Hour)
 	drop.Stop()
 	armed := false
@@ -456,8 +511,15 @@ func (f *Queue) loop() {
 			f.stop()
 			return
 		case <-tick.C:
-			f.renew()
-			tick.Reset(period)
+			f.renew(period)
+			arm()
+		case <-f.sooner:
+			f.mu.Lock()
+			sooner := time.Now().Add(f.period()).Before(f.renewBy)
+			f.mu.Unlock()
+			if sooner {
+				arm()
+			}
 		case <-f.dropped1:
 			if f.flush(batches) && !armed {
 				drop.Reset(time.Duration(f.dropAfter.Load()))
@@ -470,7 +532,8 @@ func (f *Queue) loop() {
 	}
 }
 
-func (f *Queue) renew() {
+// renew renews every ticket kept, each statement bounded by period.
+func (f *Queue) renew(period time.Duration) {
 	f.mu.Lock()
 	ts := make([]any, 0, len(f.tickets))
 	for t := range f.tickets {
@@ -479,7 +542,7 @@ func (f *Queue) renew() {
 	f.mu.Unlock()
 	for len(ts) > 0 {
 		n := min(len(ts), dialect.MaxBatch)
-		ctx, cancel := context.WithTimeout(f.c.Ctx, f.c.Heartbeat)
+		ctx, cancel := context.WithTimeout(f.c.Ctx, period)
 		_, err := f.c.Q.ExecContext(ctx, f.sql.Renew.Text(n), ts[:n]...)
 		cancel()
 		if err != nil && f.c.Ctx.Err() == nil {

@@ -113,11 +113,11 @@ func TestTickets(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		const key = "fifo-tickets"
-		first, err := q.Enqueue(ctx, key, "", errClosed)
+		first, err := q.Enqueue(ctx, key, "", ttl, errClosed)
 		if err != nil {
 			t.Fatal(err)
 		}
-		second, err := q.Enqueue(ctx, key, "an-owner", errClosed)
+		second, err := q.Enqueue(ctx, key, "an-owner", ttl, errClosed)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +150,7 @@ func TestTickets(t *testing.T) {
 			t.Fatalf("deleted ticket read %+v, %v; want lost", st, err)
 		}
 		o.close()
-		if _, err := q.Enqueue(ctx, key, "", errClosed); err != errClosed {
+		if _, err := q.Enqueue(ctx, key, "", ttl, errClosed); err != errClosed {
 			t.Fatalf("Enqueue once closed: %v, want the closed error", err)
 		}
 		if n := q.Tickets(); n != 0 || q.Queuing(key) {
@@ -287,6 +287,47 @@ func TestReadRows(t *testing.T) {
 	check("alone", live[9], read{ahead: 0, live: true, succ: list()})
 }
 
+// A ticket has the lease of its call, not its Locker's: one shorter than
+// the Locker's is renewed at its own pace (the heartbeat scaled to it), so
+// it outlives its lease while kept; once its Locker stops renewing (closed
+// here, as if cut off), it runs out within its own lease, and the key's
+// next ticket's turn comes.
+func TestTicketLease(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, name dblock.Dialect) {
+		db := dbtest.Open(t, name)
+		table := dbtest.Table(t, db, name)
+		const lockerTTL, ttl = time.Hour, 300 * time.Millisecond
+		q, o := newQueue(t, name, db, table, lockerTTL, lockerTTL/3)
+		other, _ := newQueue(t, name, db, table, lockerTTL, lockerTTL/3)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		const key = "fifo-ticket-lease"
+		short, err := q.Enqueue(ctx, key, "", ttl, errClosed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next, err := other.Enqueue(ctx, key, "", lockerTTL, errClosed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := q.Renewals()
+		waitUntil(t, "renewals past the short ticket's lease", func() bool {
+			return q.Renewals() >= start+int64(2*ttl/(ttl/3))
+		})
+		if st, err := q.Read(ctx, key, short, ""); err != nil || !st.Live {
+			t.Fatalf("the short ticket read %+v, %v after its lease; want renewed, live", st, err)
+		}
+		o.close() // renews no more, deletes nothing
+		waitUntil(t, "the next ticket's turn", func() bool {
+			st, err := other.Read(ctx, key, next, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st.Turn(next, false) == fifo.Take
+		})
+	})
+}
+
 // A read counts the live tickets ahead up to AheadCap, and no further, on
 // every dialect (a semaphore's waiters take turns by that count).
 func TestReadAheadCap(t *testing.T) {
@@ -303,7 +344,7 @@ func TestReadAheadCap(t *testing.T) {
 		}
 		var tickets []int64
 		for range capN + 3 {
-			tk, err := q.Enqueue(ctx, key, "", errClosed)
+			tk, err := q.Enqueue(ctx, key, "", time.Minute, errClosed)
 			if err != nil {
 				t.Fatal(err)
 			}
