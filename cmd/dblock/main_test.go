@@ -16,6 +16,7 @@ import (
 	"github.com/dblockhq/dblock"
 	"github.com/dblockhq/dblock/internal/dbtest"
 	"github.com/go-sql-driver/mysql"
+	"go.uber.org/goleak"
 )
 
 // bin is the dblock binary built once for every test.
@@ -37,6 +38,12 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	if code == 0 { // no goroutine outlives the tests
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 

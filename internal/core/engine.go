@@ -160,17 +160,41 @@ func (e *Engine) closeStmts(ctx context.Context) {
 // spawn runs f as one of the Locker's goroutines, which Close waits for;
 // false, without running f, when the Locker is closed.
 func (e *Engine) spawn(f func()) bool {
+	if !e.enter() {
+		return false
+	}
+	go func() {
+		defer e.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// enter counts a goroutine of the Locker's about to run, which Close
+// waits for (it calls e.wg.Done when it ends); false, counting nothing,
+// once the Locker is closed.
+func (e *Engine) enter() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
 		return false
 	}
 	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		f()
-	}()
 	return true
+}
+
+// afterFunc runs f after d in a goroutine of its own, as time.AfterFunc
+// does, but as one of the Locker's: Close waits for an f already running,
+// and none starts once the Locker is closed (a stopped timer does not
+// wait for its function). f's context ends when the Locker closes.
+func (e *Engine) afterFunc(d time.Duration, f func(closing context.Context)) *time.Timer {
+	return time.AfterFunc(d, func() {
+		if !e.enter() {
+			return
+		}
+		defer e.wg.Done()
+		f(e.ctx)
+	})
 }
 
 // closeWorkers bounds the releases Close runs at once.

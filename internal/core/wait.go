@@ -133,7 +133,12 @@ func (e *Engine) wantIfBlocked(ctx context.Context, key string) *time.Timer {
 		return nil
 	}
 	d := max(blockedAfter, 4*e.fair.RoundTripMean())
-	return time.AfterFunc(d, func() { e.announceWant(ctx, key) })
+	return e.afterFunc(d, func(closing context.Context) {
+		ctx, cancel := context.WithCancel(ctx) // the call's, cut short by Close
+		defer cancel()
+		defer context.AfterFunc(closing, cancel)()
+		e.announceWant(ctx, key)
+	})
 }
 
 // blockedAfter is the least wait of a try that counts as blocked.
