@@ -106,8 +106,16 @@ func (l *Locker) usable() error {
 
 // Close stops the heartbeat, releases every lock still held (their Err then
 // wraps ErrReleased and ErrClosed) and any key a cancelled call took after
-// all, and waits for its goroutines. Idempotent; never closes the *sql.DB
-// given to New.
+// all, and waits for its goroutines: once it returns, none of them runs or
+// sends a statement. Idempotent; never closes the *sql.DB given to New.
+//
+// Close returns within the smaller of the Locker's TTL and 5 s, plus a
+// margin of 1 s (a few milliseconds when the machine has CPU to spare),
+// however slow or silent the database: the deletes of its waiter records
+// and FIFO tickets, its releases, its last looks for keys a cancelled call
+// took and the closing of its prepared statements share that one bound.
+// What it could not release is left to the lease (the error says so), and
+// what it could not delete lapses within its own lease.
 func (l *Locker) Close() error {
 	if err := l.usable(); err != nil {
 		return err

@@ -50,6 +50,11 @@ type Engine struct {
 	closing chan struct{} // closed by Close
 	ctx     context.Context
 	cancel  context.CancelFunc
+	// last ends when Close's bound has passed (CloseBound after Close
+	// began), and as Close returns: the parts' last deletes, which Close
+	// waits for, run under it.
+	last    context.Context
+	endLast context.CancelFunc
 	wg      sync.WaitGroup // every goroutine of the parts, and what spawn runs
 
 	id    string           // names this Locker in notifications
@@ -87,6 +92,7 @@ func New(cfg Config) *Engine {
 	e.waits = wait.New[LockConfig, *Lock](tagOf, func(c *LockConfig, owner string) { c.Owner = owner })
 	e.watch.tagOf = tagOf
 	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.last, e.endLast = context.WithCancel(context.Background())
 	e.clock = clock.New(e.ctx, e.spawn, e.log)
 	host := bells.Host{Ctx: e.ctx, DB: e.db, Q: e.q, Spawn: e.spawn, Log: e.log,
 		Held: func(key string) bool { return e.leases.Count(key) > 0 }}
@@ -99,7 +105,7 @@ func New(cfg Config) *Engine {
 	e.fifo = e.newFIFO()
 	if cfg.WaiterAfter >= 0 {
 		e.wr = waiters.New(waiters.Config{D: d, Q: e.q, TTL: cfg.TTL, Beat: cfg.Beat, After: cfg.WaiterAfter,
-			Log: e.log, Ctx: e.ctx, Spawn: e.spawn})
+			Log: e.log, Ctx: e.ctx, Last: e.last, Spawn: e.spawn})
 	}
 	e.leases = newLeases(e)
 	e.leases.Start(e.spawn)
@@ -112,6 +118,13 @@ func New(cfg Config) *Engine {
 // all (lease.Sweeps). It is idempotent and never closes the DB.
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
+		// One bound for all of Close: the parts' last deletes (waiter
+		// records, tickets) share it with the releases that follow them.
+		// Past the lease a release is moot (the row has expired).
+		ctx, cancel := context.WithTimeout(context.Background(), CloseBound(e.cfg.TTL))
+		defer cancel()
+		defer e.endLast()
+		defer context.AfterFunc(ctx, e.endLast)()
 		e.mu.Lock()
 		e.closed = true
 		e.mu.Unlock()
@@ -119,10 +132,6 @@ func (e *Engine) Close() error {
 		e.cancel() // also cuts short a renewal in flight
 		close(e.closing)
 		e.wg.Wait()
-		// Past the lease a release is moot (the row has expired): Close
-		// returns within one TTL however slow the database is.
-		ctx, cancel := context.WithTimeout(context.Background(), min(ReleaseTimeout, e.cfg.TTL))
-		defer cancel()
 		// The sweeps Close cut short look once more meanwhile, within the
 		// same bound: a key a cut-short Lock took stays held by nobody
 		// otherwise.
@@ -137,6 +146,12 @@ func (e *Engine) Close() error {
 	})
 	return e.closeErr
 }
+
+// CloseBound is how long Close's own work (the last deletes of the parts,
+// the releases, the sweeps' last looks, closing the prepared statements)
+// may take for a Locker of lease ttl: the smaller of ttl and
+// ReleaseTimeout. Close returns then, whatever the database does.
+func CloseBound(ttl time.Duration) time.Duration { return min(ReleaseTimeout, ttl) }
 
 // closeStmts closes the Locker's prepared statements, waiting for that
 // until ctx ends. Closing a statement talks to the server on each idle

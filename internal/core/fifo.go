@@ -23,7 +23,7 @@ func (e *Engine) newFIFO() *fifo.Queue {
 	return fifo.New(fifo.Config{
 		D: e.d, DB: e.db, Q: e.q, ID: e.id, TTL: e.cfg.TTL,
 		Heartbeat: e.cfg.Beat, ReleaseTimeout: ReleaseTimeout,
-		Log: e.log, Ctx: e.ctx, Spawn: e.spawn, Closed: e.isClosed,
+		Log: e.log, Ctx: e.ctx, Last: e.last, Spawn: e.spawn, Closed: e.isClosed,
 		Bound: e.bounds.Within, WrapErr: e.WrapErr,
 		Release: func(ctx context.Context, key, memo string, token int64) error {
 			_, err := e.acq.Release(ctx, e.db, key, memo, token, false)

@@ -47,8 +47,11 @@ type Config struct {
 	// whose call left.
 	ReleaseTimeout time.Duration
 	Log            *slog.Logger
-	// Ctx ends when the Locker closes: the renewals stop.
-	Ctx context.Context
+	// Ctx ends when the Locker closes: the renewals stop. Last ends when
+	// the Locker's Close must return: a ticket's delete, a grant's
+	// release and the deletes at Close end by then, and none is sent
+	// after.
+	Ctx, Last context.Context
 	// Spawn runs f as one of the Locker's goroutines, which its Close
 	// waits for; false, without running f, once it is closed.
 	Spawn func(f func()) bool
@@ -110,6 +113,9 @@ type ticket struct {
 // New returns the Queue of the Locker c describes. It sends nothing and
 // starts nothing until the first ticket.
 func New(c Config) *Queue {
+	if c.Last == nil {
+		c.Last = context.Background()
+	}
 	q := &Queue{c: c, sql: c.D.Queue(), ops: make(chan struct{}, maxOps),
 		tickets: make(map[int64]ticket), queued: make(map[string]int),
 		dropped1: make(chan struct{}, 1), sooner: make(chan struct{}, 1)}
@@ -284,7 +290,7 @@ func (f *Queue) delete(key string, t int64) bool {
 	if f.c.Closed() {
 		q = f.c.DB // the statement cache is closed, or about to be
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), f.c.ReleaseTimeout)
+	ctx, cancel := context.WithTimeout(f.c.Last, f.c.ReleaseTimeout)
 	defer cancel()
 	var err error
 	var n int64
@@ -328,7 +334,7 @@ func (f *Queue) Leave(key string, t int64, memo string) {
 	if memo == "" || deleted && !f.ByTicket() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), f.c.ReleaseTimeout)
+	ctx, cancel := context.WithTimeout(f.c.Last, f.c.ReleaseTimeout)
 	defer cancel()
 	token, held, err := f.c.D.Owned(ctx, f.c.DB, key, memo)
 	if err != nil {
@@ -421,7 +427,7 @@ func (f *Queue) flush(what int) (left bool) {
 		for i, t := range ts[:n] {
 			args[i] = t
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), f.c.ReleaseTimeout)
+		ctx, cancel := context.WithTimeout(f.c.Last, f.c.ReleaseTimeout)
 		_, err := q.ExecContext(ctx, f.sql.Drop.Text(dropBatch), args...)
 		cancel()
 		if err != nil {

@@ -25,8 +25,9 @@ type Config struct {
 	After time.Duration
 	Log   *slog.Logger
 	// Ctx ends when the Locker closes: the goroutine deletes the records
-	// it wrote and stops.
-	Ctx context.Context
+	// it wrote and stops. Last ends when the Locker's Close must return:
+	// those deletes end by then.
+	Ctx, Last context.Context
 	// Spawn runs f as one of the Locker's goroutines, which its Close
 	// waits for; false, without running f, once it is closed.
 	Spawn func(f func()) bool
@@ -86,6 +87,9 @@ type Registry struct {
 // New returns the Registry of the Locker c describes. It sends nothing
 // and starts nothing until a call waits.
 func New(c Config) *Registry {
+	if c.Last == nil {
+		c.Last = context.Background()
+	}
 	return &Registry{c: c, sql: c.D.Waiters(), pending: make(map[*Call]struct{}),
 		written: make(map[int64]*Call), wake: make(chan struct{}, 1)}
 }
@@ -394,7 +398,7 @@ func (r *Registry) closeAll() {
 	clear(r.written)
 	clear(r.pending)
 	r.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), closeBound)
+	ctx, cancel := context.WithTimeout(r.c.Last, closeBound)
 	defer cancel()
 	r.deleteGone(ctx)
 }
