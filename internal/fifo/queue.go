@@ -302,7 +302,10 @@ func (f *Queue) delete(key string, t int64) bool {
 	}); werr != nil {
 		err = werr
 	}
-	if err != nil {
+	switch {
+	case err != nil && f.c.Last.Err() != nil: // Close has returned, or must
+		f.c.Log.Debug("dblock: a FIFO ticket left at Close runs out with its lease", "key", key, "ticket", t)
+	case err != nil:
 		f.c.Log.Warn("dblock: deleting a FIFO ticket failed; it runs out with its lease", "key", key, "ticket", t, "err", err)
 	}
 	return n > 0
