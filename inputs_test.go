@@ -28,6 +28,7 @@ func TestBadInputs(t *testing.T) {
 		l, db, _ := dbtest.Locker(t, d)
 		ctx := ctxT(t, 30*time.Second)
 		unknown, _ := sql.Open("dblock-unknown", "")
+		defer unknown.Close() // its connection opener goroutine
 		newErr := func(db *sql.DB, opts ...dblock.Option) error {
 			_, err := dblock.New(db, opts...)
 			return err
