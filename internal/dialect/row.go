@@ -41,6 +41,22 @@ const (
 // pgx connection beneath).
 type pgxConner interface{ Conn() *pgx.Conn }
 
+// driverPrepares reports whether statements may be prepared on the driver
+// connection dc: false for a pgx connection whose default_query_exec_mode
+// is not cache_statement. pgx's stdlib prepares a named statement on the
+// server at every Prepare whatever that mode says; a user who chose exec,
+// simple_protocol, describe_exec or cache_describe asked for none (what a
+// pooler in transaction mode needs: the next transaction of the same client
+// connection may run on another server connection, or the name may exist
+// there already, left by another client).
+func driverPrepares(dc any) bool {
+	pc, ok := dc.(pgxConner)
+	if !ok {
+		return true
+	}
+	return pc.Conn().Config().DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
+}
+
 // directRow runs a one-row query on a pooled connection through the
 // database/sql/driver interfaces. database/sql's Query path starts a
 // goroutine per call whose context can be cancelled (to close the rows when

@@ -12,6 +12,11 @@ import (
 // that would otherwise prepare, execute and close it every time
 // (go-sql-driver/mysql without interpolateParams). Only fixed texts go
 // through it; database/sql re-prepares on each pooled connection as needed.
+//
+// A pool whose connections say not to prepare (pgx with a
+// default_query_exec_mode other than cache_statement, as a DSN for a pooler
+// in transaction mode says) gets no prepared statement: each text runs
+// through the pool as it is, in the mode the connection chose (Prepares).
 type StmtCache struct {
 	db *sql.DB
 	mu sync.Mutex
@@ -19,6 +24,43 @@ type StmtCache struct {
 	// direct says whether QueryRow calls the pool's driver directly
 	// (directUnknown, directOn, directOff; row.go).
 	direct atomic.Int32
+	// prep says whether the cache prepares (prepUnknown, prepOn,
+	// prepOff): learnt from one of the pool's connections.
+	prep atomic.Int32
+}
+
+// Whether a StmtCache prepares: unknown until a connection was seen.
+const (
+	prepUnknown = iota
+	prepOn
+	prepOff
+)
+
+// Prepares reports whether the cache prepares its statements: false when
+// the pool's driver connections say not to (driverPrepares). It learns that
+// from one connection, once; a pool it cannot get one from is asked again
+// next time.
+func (c *StmtCache) Prepares(ctx context.Context) bool {
+	switch c.prep.Load() {
+	case prepOn:
+		return true
+	case prepOff:
+		return false
+	}
+	conn, err := c.db.Conn(ctx)
+	if err != nil {
+		return true // the prepare meets the same error, and reports it
+	}
+	defer conn.Close()
+	v := int32(prepOn)
+	_ = conn.Raw(func(dc any) error {
+		if !driverPrepares(dc) {
+			v = prepOff
+		}
+		return nil
+	})
+	c.prep.Store(v)
+	return v == prepOn
 }
 
 var _ Querier = (*StmtCache)(nil)
@@ -60,6 +102,9 @@ func (c *StmtCache) DB() *sql.DB { return c.db }
 
 // ExecContext runs query through its prepared statement.
 func (c *StmtCache) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if !c.Prepares(ctx) {
+		return c.db.ExecContext(ctx, query, args...)
+	}
 	s, err := c.stmt(ctx, query)
 	if err != nil {
 		return nil, err
@@ -69,6 +114,9 @@ func (c *StmtCache) ExecContext(ctx context.Context, query string, args ...any) 
 
 // QueryContext runs query through its prepared statement.
 func (c *StmtCache) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if !c.Prepares(ctx) {
+		return c.db.QueryContext(ctx, query, args...)
+	}
 	s, err := c.stmt(ctx, query)
 	if err != nil {
 		return nil, err
@@ -79,6 +127,9 @@ func (c *StmtCache) QueryContext(ctx context.Context, query string, args ...any)
 // QueryRowContext reports a failed prepare through the returned Row's Scan,
 // by running the query unprepared: the driver then returns the same error.
 func (c *StmtCache) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if !c.Prepares(ctx) {
+		return c.db.QueryRowContext(ctx, query, args...)
+	}
 	s, err := c.stmt(ctx, query)
 	if err != nil {
 		return c.db.QueryRowContext(ctx, query, args...)
@@ -112,6 +163,9 @@ func (t txStmts) Tx() *sql.Tx { return t.tx }
 
 // ExecContext runs query's prepared statement in the transaction.
 func (t txStmts) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if !t.c.Prepares(ctx) {
+		return t.tx.ExecContext(ctx, query, args...)
+	}
 	s, err := t.c.stmt(ctx, query)
 	if err != nil {
 		return nil, err
@@ -121,6 +175,9 @@ func (t txStmts) ExecContext(ctx context.Context, query string, args ...any) (sq
 
 // QueryContext runs query's prepared statement in the transaction.
 func (t txStmts) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if !t.c.Prepares(ctx) {
+		return t.tx.QueryContext(ctx, query, args...)
+	}
 	s, err := t.c.stmt(ctx, query)
 	if err != nil {
 		return nil, err
@@ -131,6 +188,9 @@ func (t txStmts) QueryContext(ctx context.Context, query string, args ...any) (*
 // QueryRowContext runs query's prepared statement in the transaction, or
 // the query unprepared when its prepare failed (as StmtCache's).
 func (t txStmts) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if !t.c.Prepares(ctx) {
+		return t.tx.QueryRowContext(ctx, query, args...)
+	}
 	s, err := t.c.stmt(ctx, query)
 	if err != nil {
 		return t.tx.QueryRowContext(ctx, query, args...)

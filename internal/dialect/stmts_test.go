@@ -71,3 +71,52 @@ func TestStmtCachePrepareDoesNotBlock(t *testing.T) {
 		t.Fatalf("the prepare that waited: %v", err)
 	}
 }
+
+// A pool whose DSN says default_query_exec_mode=exec (what pgx users write
+// for a pooler in transaction mode) gets no statement prepared by name on
+// the server; the default mode keeps the cache's prepared statements.
+// pgx's stdlib prepares by name at every Prepare whatever the mode, so the
+// cache prepared them in both before.
+func TestStmtCacheHonoursExecMode(t *testing.T) {
+	for _, tc := range []struct {
+		param    string
+		prepares bool
+	}{
+		{"", true},
+		{"default_query_exec_mode=exec", false},
+		{"default_query_exec_mode=simple_protocol", false},
+		{"default_query_exec_mode=cache_describe", false},
+	} {
+		t.Run(tc.param, func(t *testing.T) {
+			var params []string
+			if tc.param != "" {
+				params = append(params, tc.param)
+			}
+			db := dbtest.Open(t, dblock.Postgres, params...)
+			db.SetMaxOpenConns(1) // one session: pg_prepared_statements is per session
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			c := dialect.NewStmtCache(db)
+			defer c.Close()
+			var n int
+			for i := range 3 {
+				if err := c.QueryRowContext(ctx, `SELECT $1::int + 1`, i).Scan(&n); err != nil || n != i+1 {
+					t.Fatalf("query %d: %d, %v", i, n, err)
+				}
+				if _, err := c.ExecContext(ctx, `SELECT $1::int`, i); err != nil {
+					t.Fatalf("exec %d: %v", i, err)
+				}
+			}
+			if got := c.Prepares(ctx); got != tc.prepares {
+				t.Errorf("Prepares = %v, want %v", got, tc.prepares)
+			}
+			var named int
+			if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'stmt\_%'`).Scan(&named); err != nil {
+				t.Fatal(err)
+			}
+			if tc.prepares != (named > 0) {
+				t.Errorf("%d statements prepared by name on the session, want them only when the cache prepares (%v)", named, tc.prepares)
+			}
+		})
+	}
+}

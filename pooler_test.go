@@ -1,0 +1,109 @@
+package dblock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dblockhq/dblock"
+	"github.com/dblockhq/dblock/internal/dbtest"
+)
+
+// TestTransactionPooling runs Lockers on pools of their own through
+// PgBouncer in transaction pooling, with the DSN a pgx user writes for it
+// (default_query_exec_mode=exec): consecutive statements of one client
+// connection run on whichever server connection is free, so a statement
+// prepared by name on one is unknown on another, and a name prepared by one
+// client exists already for the next one on that server connection. Every
+// call must work as on a direct connection: no error, no two holders of a
+// key at once.
+func TestTransactionPooling(t *testing.T) {
+	dsn := dbtest.PoolerDSN(t, dbtest.Transaction)
+	ctx := ctxT(t, 2*time.Minute)
+	setup := dbtest.OpenDSN(t, "pgx", dsn)
+	table := dbtest.Table(t, setup, dblock.Postgres)
+	const lockers, goroutines, rounds = 4, 4, 25
+	keys := []string{"a", "b", "c"}
+	inside := make(map[string]*atomic.Int32, len(keys))
+	for _, k := range keys {
+		inside[k] = new(atomic.Int32)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, lockers*goroutines)
+	for i := range lockers {
+		db := dbtest.OpenDSN(t, "pgx", dsn)
+		l, err := dblock.New(db, dblock.WithTable(table), dblock.WithTTL(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		for g := range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- poolerWorker(ctx, l, keys, inside, rounds, i*goroutines+g)
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// poolerWorker takes keys in turn, checks that it is alone inside, and
+// reads the table as an operator would meanwhile.
+func poolerWorker(ctx context.Context, l *dblock.Locker, keys []string, inside map[string]*atomic.Int32, rounds, n int) error {
+	for r := range rounds {
+		key := keys[(n+r)%len(keys)]
+		var lk *dblock.Lock
+		var err error
+		if r%3 == 0 {
+			lk, err = l.TryLock(ctx, key)
+			if errors.Is(err, dblock.ErrLocked) {
+				continue
+			}
+		} else {
+			lk, err = l.Lock(ctx, key)
+		}
+		if err != nil {
+			return fmt.Errorf("worker %d, round %d: lock %q: %w", n, r, key, err)
+		}
+		err = poolerHold(ctx, l, lk, inside[key], r)
+		if uerr := lk.Unlock(ctx); err == nil && uerr != nil {
+			err = fmt.Errorf("unlock %q: %w", key, uerr)
+		}
+		if err != nil {
+			return fmt.Errorf("worker %d, round %d: %w", n, r, err)
+		}
+	}
+	return nil
+}
+
+// poolerHold is a worker's time holding lk: it checks that it is alone
+// inside and reads the table.
+func poolerHold(ctx context.Context, l *dblock.Locker, lk *dblock.Lock, inside *atomic.Int32, r int) error {
+	defer inside.Add(-1)
+	if c := inside.Add(1); c != 1 {
+		return fmt.Errorf("%d holders of %q at once", c, lk.Key())
+	}
+	if _, err := l.Get(ctx, lk.Key()); err != nil {
+		return fmt.Errorf("get %q: %w", lk.Key(), err)
+	}
+	if r%5 == 0 {
+		if _, err := l.List(ctx); err != nil {
+			return fmt.Errorf("list: %w", err)
+		}
+		if _, err := l.Waiters(ctx, lk.Key()); err != nil {
+			return fmt.Errorf("waiters %q: %w", lk.Key(), err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# PgBouncer from Debian's package (bookworm: 1.18) in front of the test
+# PostgreSQL, for the pooler step of the test command: one instance in
+# transaction pooling, one in session pooling, each on a port of its own.
+#
+#   scripts/pgbouncer.sh start          installs pgbouncer if missing, starts both
+#   scripts/pgbouncer.sh stop           stops both and removes their directory
+#   scripts/pgbouncer.sh dsn MODE       prints the DSN through MODE (transaction|session)
+#
+# The DSN through transaction pooling carries default_query_exec_mode=exec,
+# as a pgx user writes it for PgBouncer before 1.21 (which keeps no prepared
+# statement across transactions); the one through session pooling is plain.
+# Both instances forward every database to DBLOCK_PGBOUNCER_UPSTREAM
+# (default 127.0.0.1:5432) as the client's user, with no password
+# (auth_type trust, the test server's own rule). They only forward: nothing
+# here changes the server. Config, logs and pid files live in
+# DBLOCK_PGBOUNCER_DIR (default /tmp/dblock-pgbouncer); ports:
+# DBLOCK_PGBOUNCER_PORTS (default "26450 26451", transaction then session).
+# Exits non-zero, saying why, when an instance cannot be had.
+set -euo pipefail
+dir=${DBLOCK_PGBOUNCER_DIR:-/tmp/dblock-pgbouncer}
+read -r tx_port session_port <<<"${DBLOCK_PGBOUNCER_PORTS:-26450 26451}"
+upstream=${DBLOCK_PGBOUNCER_UPSTREAM:-127.0.0.1:5432}
+log() { printf 'pgbouncer.sh: %s\n' "$*" >&2; }
+
+port_of() {
+  case $1 in
+    transaction) echo "$tx_port" ;;
+    session) echo "$session_port" ;;
+    *) log "unknown mode $1 (transaction or session)"; return 2 ;;
+  esac
+}
+
+# as_user runs a command as the postgres OS user when root (PgBouncer
+# refuses to run as root).
+as_user() {
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+ensure_binary() {
+  command -v pgbouncer >/dev/null && return 0
+  [ -x /usr/sbin/pgbouncer ] && return 0
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    log "pgbouncer is missing and cannot be installed here (root on Debian needed)"
+    return 1
+  fi
+  log "installing pgbouncer"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq pgbouncer >/dev/null
+  # The package's own service is not used.
+  service pgbouncer stop >/dev/null 2>&1 || true
+}
+
+pgbouncer_bin() { command -v pgbouncer || echo /usr/sbin/pgbouncer; }
+
+# config mode: the instance's configuration. Pools: transaction pooling
+# needs few server connections; session pooling one per client, so its
+# pool is larger (the shared server allows 100 in all). A client waits
+# at most query_wait_timeout for one.
+config() {
+  local mode=$1 port size
+  port=$(port_of "$mode")
+  size=12
+  [ "$mode" = session ] && size=40
+  cat >"$dir/$mode.ini" <<EOF
+[databases]
+* = host=${upstream%:*} port=${upstream##*:}
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $port
+unix_socket_dir =
+auth_type = trust
+auth_file = $dir/userlist.txt
+pool_mode = $mode
+default_pool_size = $size
+max_client_conn = 2000
+query_wait_timeout = 60
+ignore_startup_parameters = extra_float_digits
+logfile = $dir/$mode.log
+pidfile = $dir/$mode.pid
+log_connections = 0
+log_disconnections = 0
+EOF
+}
+
+# ready port: a client gets through to the server.
+ready() {
+  local deadline=$((SECONDS + 30))
+  until psql -X -q -h 127.0.0.1 -p "$1" -U postgres -d test -Atc "SELECT 1" >/dev/null 2>&1; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      log "no answer through port $1 after 30 s"
+      return 1
+    fi
+    sleep 0.1
+  done
+}
+
+stop_one() {
+  local pid
+  [ -f "$dir/$1.pid" ] || return 0
+  pid=$(cat "$dir/$1.pid")
+  kill "$pid" 2>/dev/null || return 0
+  for _ in $(seq 100); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.05
+  done
+  kill -9 "$pid" 2>/dev/null || true
+}
+
+cmd=${1:-}
+case $cmd in
+start)
+  ensure_binary
+  "$0" stop
+  mkdir -p "$dir"
+  echo '"postgres" ""' >"$dir/userlist.txt"
+  for mode in transaction session; do
+    config "$mode"
+  done
+  chown -R postgres "$dir" 2>/dev/null || true
+  for mode in transaction session; do
+    if ! as_user "$(pgbouncer_bin)" -d -q "$dir/$mode.ini"; then
+      log "the $mode instance did not start; its log:"
+      cat "$dir/$mode.log" >&2 || true
+      exit 1
+    fi
+    ready "$(port_of "$mode")"
+  done
+  log "transaction pooling on $tx_port, session pooling on $session_port, in front of $upstream ($("$(pgbouncer_bin)" --version | head -1))"
+  ;;
+stop)
+  for mode in transaction session; do
+    stop_one "$mode"
+  done
+  rm -rf "$dir"
+  ;;
+dsn)
+  mode=${2:-}
+  port=$(port_of "$mode")
+  dsn="postgres://postgres@127.0.0.1:$port/test?sslmode=disable"
+  [ "$mode" = transaction ] && dsn="$dsn&default_query_exec_mode=exec"
+  echo "$dsn"
+  ;;
+*)
+  echo "usage: $0 start | stop | dsn transaction|session" >&2
+  exit 2
+  ;;
+esac
