@@ -107,3 +107,32 @@ func poolerHold(ctx context.Context, l *dblock.Locker, lk *dblock.Lock, inside *
 	}
 	return nil
 }
+
+// TestTransactionPoolingMigrate runs Migrates of one table side by side,
+// each on a pool of its own, through PgBouncer in transaction pooling. A
+// session advisory lock as Migrate's lock ran its unlock on another server
+// connection than its lock whenever another client took the first one
+// meanwhile: the lock stayed with that server connection, and the next
+// Migrates waited for it until their context ended (rounds 3 to 5 of 5, all
+// of them, before Migrate took a row lock behind a pooler).
+func TestTransactionPoolingMigrate(t *testing.T) {
+	dsn := dbtest.PoolerDSN(t, dbtest.Transaction)
+	setup := dbtest.OpenDSN(t, "pgx", dsn)
+	table := dbtest.TableName()
+	dbtest.Drop(t, setup, dblock.Postgres, table)
+	for round := range 5 {
+		var wg sync.WaitGroup
+		for range 6 {
+			db := dbtest.OpenDSN(t, "pgx", dsn)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx := ctxT(t, 30*time.Second)
+				if err := dblock.Migrate(ctx, db, dblock.WithTable(table)); err != nil {
+					t.Errorf("round %d: %v", round, err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+}

@@ -10,14 +10,25 @@ import (
 	"github.com/dblockhq/dblock/internal/dialect"
 )
 
-// MigrateLock takes a session advisory lock or, in portable mode, the
-// version table's lock row.
+// MigrateLock takes a session advisory lock or, in portable mode or
+// behind a connection pooler, the version table's lock row. Behind a
+// pooler in transaction mode the advisory lock and its unlock can run on
+// two server connections: the lock then stays with a server connection of
+// the pooler's, and every later Migrate on another one waits for it until
+// that connection closes. The row lock is plain statements, each on its
+// own.
 func (p *postgres) MigrateLock(ctx context.Context, conn *sql.Conn, name string) (func() error, error) {
 	v, err := p.on(ctx, conn)
 	if err != nil {
 		return nil, err
 	}
-	if v.portable {
+	pooled := false
+	if !v.portable {
+		if pooled, err = dialect.BehindPooler(ctx, conn); err != nil {
+			return nil, err
+		}
+	}
+	if v.portable || pooled {
 		vt := p.Quote(p.table + "_version")
 		return dialect.RowMigrateLock(ctx, conn, dialect.RowLockSQL{
 			Create:  p.versionDDL,
