@@ -57,6 +57,14 @@ func Kicks(l *Locker) int64 { return l.parts().Leases.Kicks() }
 // Notifying reports whether l receives release events. Test hook.
 func Notifying(l *Locker) bool { return l.e.Notifying() }
 
+// ListenerSettled starts l's listener of release events and returns a
+// channel closed once it is ready or gave up. Test hook.
+func ListenerSettled(l *Locker) <-chan struct{} {
+	ev := l.parts().Listener
+	ev.Start()
+	return ev.Ready()
+}
+
 type countingQuerier struct {
 	dialect.Querier
 	c      *Counts

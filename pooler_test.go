@@ -136,3 +136,37 @@ func TestTransactionPoolingMigrate(t *testing.T) {
 		wg.Wait()
 	}
 }
+
+// TestPoolerListen: behind PgBouncer in transaction pooling, LISTEN runs on
+// whichever server connection the pooler gives that transaction, and the
+// listener's client connection, idle between transactions, has none: it
+// hears nothing. A listener that took its LISTEN's success for events made
+// waiters rely on notifications that never came, and wait for the idle
+// poller's round each second (or their fallback, TTL/2) instead of
+// polling. The listener must find out and say that events do not arrive;
+// behind session pooling they do.
+func TestPoolerListen(t *testing.T) {
+	for _, tc := range []struct {
+		mode string
+		want bool
+	}{{dbtest.Transaction, false}, {dbtest.Session, true}} {
+		t.Run(tc.mode, func(t *testing.T) {
+			dsn := dbtest.PoolerDSN(t, tc.mode)
+			db := dbtest.OpenDSN(t, "pgx", dsn)
+			table := dbtest.Table(t, db, dblock.Postgres)
+			l, err := dblock.New(db, dblock.WithTable(table))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			select {
+			case <-dblock.ListenerSettled(l):
+			case <-time.After(time.Minute):
+				t.Fatal("the listener neither started nor gave up within a minute")
+			}
+			if got := dblock.Notifying(l); got != tc.want {
+				t.Errorf("through %s pooling: release events arrive = %v, want %v", tc.mode, got, tc.want)
+			}
+		})
+	}
+}

@@ -25,6 +25,9 @@ type IdleStat struct {
 	WakeMaxMicros float64 `json:"wake_max_us"`
 }
 
+// idleG is how many goroutines the idle-waiters case runs (-idle-waiters).
+var idleG = 1000
+
 // idleSettle bounds the wait for every waiter to wait; idleWake the wait
 // for every key's first waiter after the releases.
 var idleSettle, idleWake = 30 * time.Second, 30 * time.Second

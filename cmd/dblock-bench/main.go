@@ -74,6 +74,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.StringVar(&cfg.mdPath, "md", "", "markdown table output file (none if empty)")
 	fs.IntVar(&cfg.rounds, "rounds", 12, "a case and its baseline alternate in this many slices of -duration/rounds")
 	fs.IntVar(&cfg.idleKeys, "idle-keys", 0, "released rows (in thousands) put in the lock table first, as in a table many keys have used")
+	fs.IntVar(&idleG, "idle-waiters", 1000, "goroutines of the idle-waiters case, which wait for its 100 keys (at least 100)")
 	fs.IntVar(&cfg.mysqlPID, "mysql-pid", 0, "process ID of a local mysqld/mariadbd: adds its CPU time per operation to the notes")
 	fs.IntVar(&cfg.postgresPID, "postgres-pid", 0, "process ID of a local PostgreSQL postmaster: adds its and its backends' CPU time per operation to the notes")
 	fs.BoolVar(&cfg.check, "check", false, "check the report's structure (every case, no errors, no overlaps) and fail if it is wrong: the CI smoke run")
@@ -123,6 +124,8 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		return cfg, usage(fs, "-rounds must be at least 1")
 	case cfg.intervals < 1:
 		return cfg, usage(fs, "-intervals must be at least 1")
+	case idleG < 100:
+		return cfg, usage(fs, "-idle-waiters must be at least 100 (one per key)")
 	case fs.NArg() > 0:
 		return cfg, usage(fs, "unexpected arguments %q", fs.Args())
 	}

@@ -88,8 +88,9 @@ func cases() []benchCase {
 		{name: "advisory-raw", gs: []int{1, 8}, run: sessionRaw},
 	}
 	cs = append(cs, extraCases...)
-	// What waiting costs: 1,000 goroutines wait for 100 keys held elsewhere.
-	cs = append(cs, benchCase{name: "idle-waiters", gs: []int{1000}, run: idleWaiters})
+	// What waiting costs: 1,000 goroutines (-idle-waiters) wait for 100
+	// keys held elsewhere.
+	cs = append(cs, benchCase{name: "idle-waiters", gs: []int{idleG}, run: idleWaiters})
 	return append(cs, benchCase{name: "heartbeat", gs: []int{8}, run: heartbeatCost})
 }
 

@@ -13,6 +13,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -396,4 +397,7 @@ var (
 	ErrDeadlock    = errors.New("dblock: deadlock; roll back and retry the transaction")
 	ErrLockTimeout = errors.New("dblock: row lock wait timed out")
 	ErrNoNotify    = errors.New("dblock: driver cannot deliver notifications")
+	// ErrListenDeaf wraps ErrNoNotify: LISTEN succeeded but its probe was
+	// not heard (a pooler in transaction mode).
+	ErrListenDeaf = fmt.Errorf("%w: LISTEN hears nothing here", ErrNoNotify)
 )

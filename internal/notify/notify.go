@@ -114,6 +114,9 @@ func (l *Listener) loop() {
 			l.sink.Event)
 		if errors.Is(err, dialect.ErrNoNotify) {
 			l.state.Store(unsupported)
+			if errors.Is(err, dialect.ErrListenDeaf) {
+				l.log.Warn("dblock: release notifications do not arrive; waiters poll (use session pooling, or a direct connection, for pushed wake-ups)", "err", err)
+			}
 			return
 		}
 		l.state.Store(off)

@@ -3,12 +3,14 @@ package postgres
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dblockhq/dblock/internal/dialect"
 	"github.com/jackc/pgx/v5"
@@ -26,9 +28,10 @@ func (p *postgres) channel() string { return "dblock_" + p.table }
 // Payloads: "F:<locker>:<tag>" when a Locker frees a key,
 // "G:<locker>:<tag>:<ticket>" when it gives the key to a FIFO ticket (Pass),
 // "W:<locker>:<tag>" when a Locker's goroutine waits for it, "C:<locker>:<tag>"
-// when a Locker took an election's key or changed its data (Changed), and
+// when a Locker took an election's key or changed its data (Changed),
 // "R:<tag>" when a key is freed by no Locker in particular (a reap,
-// ForceUnlock). A tag names a key without showing it (see tag); a forged
+// ForceUnlock), and "P:<nonce>", a listener's probe behind a pooler (hears),
+// which every other listener ignores. A tag names a key without showing it (see tag); a forged
 // event costs a waiter, or an observer, one re-check.
 func (p *postgres) Listen(ctx context.Context, db *sql.DB, ready func(), onEvent func(dialect.Event)) error {
 	if v, err := p.on(ctx, db); err != nil {
@@ -45,7 +48,7 @@ func (p *postgres) Listen(ctx context.Context, db *sql.DB, ready func(), onEvent
 		return err
 	}
 	defer c.Close(context.WithoutCancel(ctx))
-	if _, err := c.Exec(ctx, "LISTEN "+pgx.Identifier{p.channel()}.Sanitize()); err != nil {
+	if err := p.listen(ctx, db, c, onEvent); err != nil {
 		return err
 	}
 	ready()
@@ -58,6 +61,99 @@ func (p *postgres) Listen(ctx context.Context, db *sql.DB, ready func(), onEvent
 			onEvent(ev)
 		}
 	}
+}
+
+// ProbeWindow is how long a listener behind a pooler waits for its probe
+// before it concludes that LISTEN hears nothing.
+const ProbeWindow = 5 * time.Second
+
+// listen runs LISTEN on c, once it knows that notifications can reach c.
+// A direct connection hears them. Behind a connection pooler (the server
+// process c's statements run in is not the one its startup named) c may
+// not: in transaction pooling a LISTEN runs on whichever server connection
+// that one transaction was given, which then serves other clients, and c,
+// idle between transactions, has none. So behind a pooler c first checks
+// that its session stays put (another connection of db, in a transaction,
+// is not given c's server process, and c's is the same afterwards), then
+// listens and sends itself a probe ("P:<nonce>") from db, which it must
+// hear within ProbeWindow; events heard meanwhile go to onEvent. A session
+// that moved, or a probe not heard, is dialect.ErrListenDeaf: waiters poll.
+func (p *postgres) listen(ctx context.Context, db *sql.DB, c *pgx.Conn, onEvent func(dialect.Event)) error {
+	pid, err := backendPID(ctx, c)
+	if err != nil {
+		return err
+	}
+	pooled := pid != int64(c.PgConn().PID())
+	if pooled {
+		if moved, err := sessionMoves(ctx, db, c, pid); err != nil || moved {
+			if err == nil {
+				err = fmt.Errorf("%w: behind a connection pooler, its session moved between two transactions (transaction pooling)", dialect.ErrListenDeaf)
+			}
+			return err
+		}
+	}
+	if _, err := c.Exec(ctx, "LISTEN "+pgx.Identifier{p.channel()}.Sanitize()); err != nil {
+		return err
+	}
+	if !pooled {
+		return nil
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	probe := "P:" + hex.EncodeToString(b[:])
+	if _, err := db.ExecContext(ctx, `SELECT pg_notify($1, $2)`, p.channel(), probe); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, ProbeWindow)
+	defer cancel()
+	for {
+		n, err := c.WaitForNotification(wctx)
+		if err != nil {
+			if ctx.Err() != nil || wctx.Err() == nil {
+				return err
+			}
+			// The server connection that ran LISTEN stops listening
+			// when this lands on it; otherwise when it closes.
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			defer cancel()
+			_, _ = c.Exec(uctx, "UNLISTEN *")
+			return fmt.Errorf("%w: behind a connection pooler, its probe was not heard within %s (in transaction pooling the listening connection has no server session between transactions)", dialect.ErrListenDeaf, ProbeWindow)
+		}
+		if n.Payload == probe {
+			return nil
+		}
+		if ev, ok := parseEvent(n.Payload); ok {
+			onEvent(ev)
+		}
+	}
+}
+
+// backendPID reads the server process c's statements run in.
+func backendPID(ctx context.Context, c *pgx.Conn) (int64, error) {
+	var pid int64
+	err := c.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid)
+	return pid, err
+}
+
+// sessionMoves is dialect.SessionMoves for the listener's own connection:
+// another connection of db begins a transaction and reads its server
+// process; c's own (pid) given to it, or c's changed afterwards, says that
+// c's transactions move between server connections.
+func sessionMoves(ctx context.Context, db *sql.DB, c *pgx.Conn, pid int64) (bool, error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	var other int64
+	if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&other); err != nil {
+		return false, err
+	}
+	if other == pid {
+		return true, nil
+	}
+	again, err := backendPID(ctx, c)
+	return again != pid, err
 }
 
 // parseEvent reads a notification's payload; ok is false for one it does
