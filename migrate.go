@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/dblockhq/dblock/internal/dberr"
 	"github.com/dblockhq/dblock/internal/dialect"
 	"github.com/dblockhq/dblock/internal/migrate"
 )
@@ -44,6 +45,7 @@ func Migrate(ctx context.Context, db *sql.DB, opts ...Option) (err error) {
 	if err != nil {
 		return err
 	}
+	defer func() { err = dberr.WithPreparedFix(err) }()
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("dblock: migrate: %w", err)

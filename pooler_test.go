@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,8 +26,7 @@ import (
 func TestTransactionPooling(t *testing.T) {
 	dsn := dbtest.PoolerDSN(t, dbtest.Transaction)
 	ctx := ctxT(t, 2*time.Minute)
-	setup := dbtest.OpenDSN(t, "pgx", dsn)
-	table := dbtest.Table(t, setup, dblock.Postgres)
+	table := dbtest.Table(t, dbtest.Open(t, dblock.Postgres), dblock.Postgres)
 	const lockers, goroutines, rounds = 4, 4, 25
 	keys := []string{"a", "b", "c"}
 	inside := make(map[string]*atomic.Int32, len(keys))
@@ -117,9 +118,8 @@ func poolerHold(ctx context.Context, l *dblock.Locker, lk *dblock.Lock, inside *
 // of them, before Migrate took a row lock behind a pooler).
 func TestTransactionPoolingMigrate(t *testing.T) {
 	dsn := dbtest.PoolerDSN(t, dbtest.Transaction)
-	setup := dbtest.OpenDSN(t, "pgx", dsn)
 	table := dbtest.TableName()
-	dbtest.Drop(t, setup, dblock.Postgres, table)
+	dbtest.Drop(t, dbtest.Open(t, dblock.Postgres), dblock.Postgres, table)
 	for round := range 5 {
 		var wg sync.WaitGroup
 		for range 6 {
@@ -153,7 +153,7 @@ func TestPoolerListen(t *testing.T) {
 		t.Run(tc.mode, func(t *testing.T) {
 			dsn := dbtest.PoolerDSN(t, tc.mode)
 			db := dbtest.OpenDSN(t, "pgx", dsn)
-			table := dbtest.Table(t, db, dblock.Postgres)
+			table := dbtest.Table(t, dbtest.Open(t, dblock.Postgres), dblock.Postgres)
 			l, err := dblock.New(db, dblock.WithTable(table))
 			if err != nil {
 				t.Fatal(err)
@@ -169,4 +169,84 @@ func TestPoolerListen(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTransactionPoolingPreparedHint: a DSN that lets pgx prepare (its
+// default, cache_statement) through a pooler that keeps no prepared
+// statement between transactions fails as soon as two clients share a
+// server connection: the error must say what to do, not only pgx's
+// "prepared statement … already exists" (42P05) or "does not exist"
+// (26000).
+func TestTransactionPoolingPreparedHint(t *testing.T) {
+	dsn := withoutParam(t, dbtest.PoolerDSN(t, dbtest.Transaction), "default_query_exec_mode")
+	ctx := ctxT(t, time.Minute)
+	table := dbtest.Table(t, dbtest.Open(t, dblock.Postgres), dblock.Postgres)
+	var lockers []*dblock.Locker
+	for range 3 {
+		l, err := dblock.New(dbtest.OpenDSN(t, "pgx", dsn), dblock.WithTable(table))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		lockers = append(lockers, l)
+	}
+	t.Run("calls", func(t *testing.T) {
+		for i := range 60 {
+			l := lockers[i%len(lockers)] // each call's text on every pool in turn
+			var err error
+			switch i / len(lockers) % 3 {
+			case 0:
+				_, err = l.Get(ctx, "k")
+			case 1:
+				_, err = l.List(ctx)
+			default:
+				var lk *dblock.Lock
+				if lk, err = l.TryLock(ctx, "k"); err == nil {
+					err = lk.Unlock(ctx)
+				}
+			}
+			if err != nil && !errors.Is(err, dblock.ErrNotHeld) && !errors.Is(err, dblock.ErrLocked) {
+				checkPreparedHint(t, err)
+				return
+			}
+		}
+		t.Fatal("60 calls of three pools through transaction pooling, each preparing by name, met no prepared statement error: is the pooler in transaction mode?")
+	})
+	t.Run("migrate", func(t *testing.T) {
+		for i := range 10 {
+			if err := dblock.Migrate(ctx, dbtest.OpenDSN(t, "pgx", dsn), dblock.WithTable(table)); err != nil {
+				checkPreparedHint(t, err)
+				return
+			}
+			if i == 9 {
+				t.Fatal("10 Migrates through transaction pooling, each on a new pool preparing by name, met no prepared statement error")
+			}
+		}
+	})
+}
+
+// checkPreparedHint fails t unless err is a prepared statement's error
+// (SQLSTATE 26000 or 42P05) whose text names the fix.
+func checkPreparedHint(t *testing.T, err error) {
+	t.Helper()
+	var pe interface{ SQLState() string }
+	if !errors.As(err, &pe) || pe.SQLState() != "26000" && pe.SQLState() != "42P05" {
+		t.Fatalf("error %v, want one of a prepared statement (SQLSTATE 26000 or 42P05)", err)
+	}
+	if !strings.Contains(err.Error(), "default_query_exec_mode=exec") {
+		t.Errorf("error %q does not name the fix (default_query_exec_mode=exec in the DSN)", err)
+	}
+}
+
+// withoutParam returns dsn, a URL, without its query parameter name.
+func withoutParam(t *testing.T, dsn, name string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Del(name)
+	u.RawQuery = q.Encode()
+	return u.String()
 }

@@ -47,7 +47,7 @@ func (l *Locker) acquire(ctx context.Context, key string, m mode, block bool) (*
 			if lastErr != nil && ctx.Err() != nil {
 				err = dberr.Errorf("%w (last database error: %w)", err, lastErr)
 			}
-			return nil, err
+			return nil, dberr.WithPreparedFix(err)
 		}
 		if lastErr == nil {
 			l.log.Warn("advisory: database error while waiting; retrying until the context ends", "key", key, "err", err)

@@ -6,6 +6,16 @@
 #   scripts/pgbouncer.sh start          installs pgbouncer if missing, starts both
 #   scripts/pgbouncer.sh stop           stops both and removes their directory
 #   scripts/pgbouncer.sh dsn MODE       prints the DSN through MODE (transaction|session)
+#   scripts/pgbouncer.sh crashes        prints how often each instance was restarted, and its FATAL lines
+#
+# PgBouncer 1.18 exits on a FATAL "bad client state" when a client closes
+# a cancel request's connection before the server answered it
+# (pgbouncer/pgbouncer#801, #822, #904; fixed by 1.21): pgx sends a cancel
+# request whenever a context ends a statement in flight, and a process
+# that exits right after (or is killed) closes it. So each instance runs
+# under a loop that starts it again at once, and the step that uses them
+# prints how often that happened (crashes); a client meets a dropped
+# connection, as at any restart of a pooler.
 #
 # The DSN through transaction pooling carries default_query_exec_mode=exec,
 # as a pgx user writes it for PgBouncer before 1.21 (which keeps no prepared
@@ -97,16 +107,32 @@ ready() {
   done
 }
 
-stop_one() {
-  local pid
-  [ -f "$dir/$1.pid" ] || return 0
-  pid=$(cat "$dir/$1.pid")
+# supervise mode: runs the instance in the foreground, again after each
+# exit, until the stop file appears.
+supervise() {
+  local mode=$1
+  while [ ! -e "$dir/stop" ]; do
+    as_user "$(pgbouncer_bin)" -q "$dir/$mode.ini" </dev/null >>"$dir/$mode.out" 2>&1 || true
+    [ -e "$dir/stop" ] && break
+    echo "$(date -u +%FT%T) restarted" >>"$dir/$mode.restarts"
+    sleep 0.1
+  done
+}
+
+kill_wait() {
+  local pid=$1
   kill "$pid" 2>/dev/null || return 0
   for _ in $(seq 100); do
     kill -0 "$pid" 2>/dev/null || return 0
     sleep 0.05
   done
   kill -9 "$pid" 2>/dev/null || true
+}
+
+stop_one() {
+  [ -f "$dir/$1.loop" ] && kill_wait "$(cat "$dir/$1.loop")"
+  [ -f "$dir/$1.pid" ] && kill_wait "$(cat "$dir/$1.pid")"
+  return 0
 }
 
 cmd=${1:-}
@@ -121,20 +147,31 @@ start)
   done
   chown -R postgres "$dir" 2>/dev/null || true
   for mode in transaction session; do
-    if ! as_user "$(pgbouncer_bin)" -d -q "$dir/$mode.ini"; then
+    supervise "$mode" </dev/null >/dev/null 2>&1 &
+    echo $! >"$dir/$mode.loop"
+    if ! ready "$(port_of "$mode")"; then
       log "the $mode instance did not start; its log:"
-      cat "$dir/$mode.log" >&2 || true
+      cat "$dir/$mode.log" "$dir/$mode.out" >&2 || true
+      "$0" stop
       exit 1
     fi
-    ready "$(port_of "$mode")"
   done
   log "transaction pooling on $tx_port, session pooling on $session_port, in front of $upstream ($("$(pgbouncer_bin)" --version | head -1))"
   ;;
 stop)
+  [ -d "$dir" ] && touch "$dir/stop"
   for mode in transaction session; do
     stop_one "$mode"
   done
   rm -rf "$dir"
+  ;;
+crashes)
+  for mode in transaction session; do
+    n=0
+    [ -f "$dir/$mode.restarts" ] && n=$(wc -l <"$dir/$mode.restarts")
+    echo "pgbouncer.sh: $mode pooling: restarted $n times"
+    grep -h FATAL "$dir/$mode.log" 2>/dev/null | sed 's/^/  /' || true
+  done
   ;;
 dsn)
   mode=${2:-}
@@ -144,7 +181,7 @@ dsn)
   echo "$dsn"
   ;;
 *)
-  echo "usage: $0 start | stop | dsn transaction|session" >&2
+  echo "usage: $0 start | stop | dsn transaction|session | crashes" >&2
   exit 2
   ;;
 esac

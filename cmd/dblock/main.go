@@ -217,6 +217,8 @@ func (a *app) describe(err error) (int, string) {
 		return exitUsage, err.Error()
 	case dberr.Conn(err):
 		return exitUnavailable, err.Error()
+	case dberr.Prepared(err):
+		return exitConfig, dberr.WithPreparedFix(err).Error()
 	case refused(err):
 		return exitConfig, err.Error()
 	}

@@ -264,7 +264,7 @@ func (e *Engine) WrapErr(op, key string, err error) error {
 	if e.d.Classify(err) == dialect.NoTable {
 		return dberr.Errorf("dblock: %s: %w (table %s): %w", op, dberr.ErrNoSchema, e.cfg.Table, err)
 	}
-	return dberr.Errorf("dblock: %s: %w", op, err)
+	return dberr.Errorf("dblock: %s: %w", op, dberr.WithPreparedFix(err))
 }
 
 // debugging reports whether e logs at debug level. The hot paths ask first:

@@ -33,7 +33,9 @@ func PoolerDSN(t testing.TB, mode string) string {
 }
 
 // OpenDSN opens a pool of driver at dsn, fails the test if the server does
-// not answer, and closes the pool when the test ends.
+// not answer within 10 s, and closes the pool when the test ends. A pooler
+// that scripts/pgbouncer.sh is starting again (PgBouncer 1.18 exits on
+// some cancel requests; see there) answers within that.
 func OpenDSN(t testing.TB, driver, dsn string) *sql.DB {
 	t.Helper()
 	db, err := sql.Open(driver, dsn)
@@ -43,8 +45,14 @@ func OpenDSN(t testing.TB, driver, dsn string) *sql.DB {
 	t.Cleanup(func() { db.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := db.PingContext(ctx); err != nil {
-		t.Fatalf("dbtest: %s is not reachable: %v", dsn, err)
+	for {
+		err := db.PingContext(ctx)
+		if err == nil {
+			return db
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("dbtest: %s is not reachable: %v", dsn, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	return db
 }
