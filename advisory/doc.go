@@ -73,15 +73,21 @@
 // so that the server cannot go on holding the lock. The checks also keep
 // the connection from idling out.
 //
-// # PgBouncer
+// # PgBouncer and other poolers
 //
-// Behind PgBouncer in transaction pooling mode, consecutive statements of
-// one *sql.Conn may run on different server sessions, so session locks
-// (TryLock, Lock, TryRLock, RLock) are NOT safe: a lock can be taken on one
-// server connection and "released" on another, and stays with whatever
-// client next uses that server connection. Transaction locks (TryLockTx,
-// LockTx) are safe, because a transaction keeps its server connection until
-// it ends, which ends the lock. In session pooling mode every kind is safe.
-// Interrupting a wait needs pg_cancel_backend to reach the server, which it
-// does through PgBouncer.
+// Behind a pooler in transaction pooling mode (PgBouncer, Supavisor, RDS
+// Proxy, Neon's pooler), consecutive statements of one *sql.Conn may run on
+// different server sessions, so session locks (TryLock, Lock, TryRLock,
+// RLock) are NOT safe: a lock can be taken on one server connection and
+// "released" on another, and stays with whatever client next uses that
+// server connection. Where the driver is pgx, a Locker tells a pooler (the
+// server process differs from the one the connection's startup named) and
+// refuses session locks whose session it sees move, with
+// ErrTransactionPooling; a session that looked stable is checked at each
+// probe while it holds a lock (see ErrTransactionPooling for what it cannot
+// tell). Transaction locks (TryLockTx, LockTx) are safe, because a
+// transaction keeps its server connection until it ends, which ends the
+// lock. In session pooling mode every kind is safe. Interrupting a wait
+// needs pg_cancel_backend to reach the server, which it does through
+// PgBouncer.
 package advisory

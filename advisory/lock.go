@@ -120,7 +120,17 @@ func (k *Lock) probe() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
 	defer cancel()
-	return k.s.conn.PingContext(ctx)
+	if !k.s.pooled {
+		return k.s.conn.PingContext(ctx)
+	}
+	var id int64
+	if err := k.s.conn.QueryRowContext(ctx, k.l.d.sessionIDSQL()).Scan(&id); err != nil {
+		return err
+	}
+	if id != k.s.id {
+		return fmt.Errorf("%w: the session's statements run on server process %d, not %d, which holds the lock", ErrTransactionPooling, id, k.s.id)
+	}
+	return nil
 }
 
 // lose ends the lock because its session cannot be proven alive, and ends

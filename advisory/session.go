@@ -22,6 +22,7 @@ type session struct {
 	idle    time.Time // when it joined the idle list
 	reused  bool      // taken from the idle list
 	prepare bool      // the driver wants prepared statements for arguments
+	pooled  bool      // reached through a pooler: probes check id (Locker.pooled)
 	// nv and dest are queryInt's buffers, kept for the next statement:
 	// drivers keep neither after the call.
 	nv   []driver.NamedValue
@@ -41,6 +42,10 @@ func (l *Locker) openSession(ctx context.Context) (*session, error) {
 	}
 	if err := l.supported(ctx, conn); err != nil {
 		s.close(!errors.Is(err, errors.ErrUnsupported))
+		return nil, err
+	}
+	if err := l.pooled(ctx, s); err != nil {
+		s.close(!errors.Is(err, ErrTransactionPooling))
 		return nil, err
 	}
 	return s, nil
