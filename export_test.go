@@ -57,6 +57,10 @@ func Kicks(l *Locker) int64 { return l.parts().Leases.Kicks() }
 // Notifying reports whether l receives release events. Test hook.
 func Notifying(l *Locker) bool { return l.e.Notifying() }
 
+// ReadOnlyDropped reports how many connections l closed because their
+// server took no writes. Test hook.
+func ReadOnlyDropped(l *Locker) int64 { return l.parts().ReadOnly.Dropped() }
+
 // ListenerSettled starts l's listener of release events and returns a
 // channel closed once it is ready or gave up. Test hook.
 func ListenerSettled(l *Locker) <-chan struct{} {

@@ -19,6 +19,7 @@ import (
 	"github.com/dblockhq/dblock/internal/lease"
 	"github.com/dblockhq/dblock/internal/notify"
 	"github.com/dblockhq/dblock/internal/owner"
+	"github.com/dblockhq/dblock/internal/readonly"
 	"github.com/dblockhq/dblock/internal/wait"
 	"github.com/dblockhq/dblock/internal/waiters"
 )
@@ -57,14 +58,15 @@ type Engine struct {
 	endLast context.CancelFunc
 	wg      sync.WaitGroup // every goroutine of the parts, and what spawn runs
 
-	id    string           // names this Locker in notifications
-	ev    *notify.Listener // the listener (PostgreSQL)
-	fair  fair.Marks       // keys other Lockers want, or hold; blind runs
-	idle  *wait.Idle       // keys whose waiters went cold
-	bell  *bells.Ringer    // MySQL's release events, holder's side
-	ears  *bells.Ears      // and waiter's side
-	clock *clock.Clock     // short poll delays
-	watch watchSet         // our watchers of keys (Watch)
+	id    string            // names this Locker in notifications
+	ev    *notify.Listener  // the listener (PostgreSQL)
+	fair  fair.Marks        // keys other Lockers want, or hold; blind runs
+	idle  *wait.Idle        // keys whose waiters went cold
+	bell  *bells.Ringer     // MySQL's release events, holder's side
+	ears  *bells.Ears       // and waiter's side
+	clock *clock.Clock      // short poll delays
+	ro    *readonly.Dropper // drops connections to a server turned read-only
+	watch watchSet          // our watchers of keys (Watch)
 
 	obs Observer // nil: none
 
@@ -96,6 +98,7 @@ func New(cfg Config) *Engine {
 	e.clock = clock.New(e.ctx, e.spawn, e.log)
 	host := bells.Host{Ctx: e.ctx, DB: e.db, Q: e.q, Spawn: e.spawn, Log: e.log,
 		Held: func(key string) bool { return e.leases.Count(key) > 0 }}
+	e.ro = readonly.New(e.ctx, e.db, d.ReadOnlySQL(), e.spawn, e.log)
 	e.ev = notify.New(e.ctx, d.Notifier(), e.db, e.spawn, e.log,
 		notify.Sink{Connected: func() { e.waits.WakeAll(); e.watch.signalAll() }, Event: e.onEvent})
 	b := bells.Of(d)
@@ -261,6 +264,7 @@ func (e *Engine) WrapErr(op, key string, err error) error {
 	if key != "" { // a call on no key (List, Reap) names none
 		op += " " + keys.Name(key) // a primitive's row as what it is
 	}
+	e.ro.Saw(err)
 	if e.d.Classify(err) == dialect.NoTable {
 		return dberr.Errorf("dblock: %s: %w (table %s): %w", op, dberr.ErrNoSchema, e.cfg.Table, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/dblockhq/dblock/internal/fifo"
 	"github.com/dblockhq/dblock/internal/lease"
 	"github.com/dblockhq/dblock/internal/notify"
+	"github.com/dblockhq/dblock/internal/readonly"
 	"github.com/dblockhq/dblock/internal/wait"
 )
 
@@ -26,6 +27,7 @@ type Parts struct {
 	Idle     *wait.Idle
 	FIFO     *fifo.Queue
 	Listener *notify.Listener
+	ReadOnly *readonly.Dropper
 	Bell     *bells.Ringer
 	Ears     *bells.Ears
 	Clock    *clock.Clock
@@ -34,7 +36,7 @@ type Parts struct {
 // Parts returns the engine's parts.
 func (e *Engine) Parts() Parts {
 	return Parts{ID: e.id, Acquire: e.acq, Leases: e.leases, Waits: e.waits, Idle: e.idle,
-		FIFO: e.fifo, Listener: e.ev, Bell: e.bell, Ears: e.ears, Clock: e.clock}
+		FIFO: e.fifo, Listener: e.ev, ReadOnly: e.ro, Bell: e.bell, Ears: e.ears, Clock: e.clock}
 }
 
 // SetQuerier makes the engine, and its ticket queue, send their prepared

@@ -15,10 +15,14 @@ func newLeases(e *Engine) *lease.Registry[*Lock] {
 	cfg := lease.Config{
 		TTL: e.cfg.TTL, Heartbeat: e.cfg.Beat, Log: e.log, Doubt: e.d.Doubtful,
 		Renew: func(ctx context.Context, refs []dialect.Ref) (lost, busy []dialect.Ref, err error) {
-			return e.d.Renew(ctx, e.db, refs)
+			lost, busy, err = e.d.Renew(ctx, e.db, refs)
+			e.ro.Saw(err)
+			return lost, busy, err
 		},
 		Extend: func(ctx context.Context, ref dialect.Ref, lease time.Duration) (lost, busy bool, err error) {
-			return e.d.Extend(ctx, e.db, ref, lease)
+			lost, busy, err = e.d.Extend(ctx, e.db, ref, lease)
+			e.ro.Saw(err)
+			return lost, busy, err
 		},
 	}
 	if n := e.d.Notifier(); n != nil {

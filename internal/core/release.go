@@ -202,6 +202,7 @@ func (e *Engine) retryRelease(ctx context.Context, release func() (bool, error))
 		if err == nil {
 			return ok, uncertain && !ok, nil
 		}
+		e.ro.Saw(err)
 		class := e.d.Classify(err)
 		if class != dialect.RolledBack && class != dialect.Conn {
 			return false, uncertain, err

@@ -8,11 +8,13 @@ import (
 )
 
 // transient reports whether err may heal by itself: a refused, reset or
-// dropped connection, a server shutting down or starting up, a statement
-// the database rolled back (deadlock, serialization failure, lock wait
-// timeout). Authentication, an unknown database, a missing table or a
+// dropped connection, a server shutting down or starting up or taking no
+// writes (whose connections then leave the pool: internal/readonly), a
+// statement the database rolled back (deadlock, serialization failure,
+// lock wait timeout). Authentication, an unknown database, a missing table or a
 // missing privilege do not heal, and are not transient.
 func (e *Engine) transient(err error) bool {
+	e.ro.Saw(err)
 	c := e.d.Classify(err)
 	return c == dialect.Conn || c == dialect.RolledBack
 }

@@ -31,10 +31,17 @@ const (
 
 // Conn reports errors that mean the connection, not the statement, failed:
 // refused, reset or closed connections, a server shutting down or starting
-// up. The statement may or may not have run.
+// up; also a server that takes no writes (ReadOnly), which a connection
+// that still reaches an old writer after a failover meets, and which heals
+// as a lost connection does: on another connection, or once the server is
+// writable again. The statement may or may not have run (a read-only
+// refusal ran nothing).
 func Conn(err error) bool {
 	if err == nil {
 		return false
+	}
+	if ReadOnly(err) {
+		return true
 	}
 	var ne net.Error
 	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) ||

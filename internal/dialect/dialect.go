@@ -82,6 +82,13 @@ type Dialect interface {
 	// had already been applied, where the DDL cannot say IF NOT EXISTS.
 	AlreadyApplied(err error) bool
 
+	// ReadOnlySQL is a one-row query whose boolean says whether the
+	// server a connection reaches takes no writes (a standby, a writer
+	// turned reader after a failover, a read-only mode), or "" when the
+	// dialect has no such state. Connections that say so leave the pool
+	// after a statement was refused as read-only (internal/readonly).
+	ReadOnlySQL() string
+
 	// Doubtful reports whether the server, as far as the dialect has
 	// learnt it, is one whose acknowledged writes may yet be lost or
 	// overwritten: a MariaDB Galera node (Jepsen, MariaDB Galera Cluster

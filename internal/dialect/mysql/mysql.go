@@ -241,6 +241,13 @@ func (m *mysqlDialect) Quote(ident string) string { return "`" + ident + "`" }
 // TakesInPlace implements dialect.Dialect.
 func (m *mysqlDialect) TakesInPlace() bool { return true }
 
+// ReadOnlySQL implements dialect.Dialect: read_only (which super_read_only
+// sets too) or innodb_read_only. A server that knows neither (TiDB) fails
+// the query: its connections stay.
+func (m *mysqlDialect) ReadOnlySQL() string {
+	return `SELECT @@global.read_only <> 0 OR @@global.innodb_read_only <> 0`
+}
+
 // Doubtful implements dialect.Dialect: true on a Galera node.
 func (m *mysqlDialect) Doubtful() bool {
 	return m.engine != nil && m.engine.Known() == dialect.EngineGalera
@@ -594,7 +601,7 @@ func (m *mysqlDialect) Classify(err error) dialect.Class {
 		case erLockDeadlock, erLockWaitTimeout, erWsrepNotReady, tidbWriteConflict, tidbRetryable:
 			return dialect.RolledBack
 		}
-		if dberr.Conn(err) { // the server is shutting down, or killed the session
+		if dberr.Conn(err) { // the server is shutting down, killed the session, or takes no writes (dberr.ReadOnly)
 			return dialect.Conn
 		}
 		return dialect.Other

@@ -146,6 +146,12 @@ func (p *postgres) TakesInPlace() bool { return true }
 // (across a failover, the fenced setup of docs/operations.md).
 func (p *postgres) Doubtful() bool { return false }
 
+// ReadOnlySQL implements dialect.Dialect: a standby, or every new
+// transaction read-only (default_transaction_read_only).
+func (p *postgres) ReadOnlySQL() string {
+	return `SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'`
+}
+
 // Upsert holds the table's reap fence before it draws the insert token.
 // In portable mode, without advisory locks, it never inserts a held row:
 // it takes the row in place, and only when the row is missing creates it
@@ -406,6 +412,8 @@ func (p *postgres) Classify(err error) dialect.Class {
 	case s == "40001" || s == "40P01":
 		return dialect.RolledBack
 	case strings.HasPrefix(s, "08") || s == "57P01" || s == "57P02" || s == "57P03":
+		return dialect.Conn
+	case s == "25006": // read-only: an old writer after a failover, a standby (dberr.ReadOnly)
 		return dialect.Conn
 	case s == "" && dberr.Conn(err):
 		return dialect.Conn

@@ -104,6 +104,10 @@ func (s *sqliteDialect) TakesInPlace() bool { return false }
 // Doubtful implements dialect.Dialect: one file, no replicas.
 func (s *sqliteDialect) Doubtful() bool { return false }
 
+// ReadOnlySQL implements dialect.Dialect: a file has no writer to fail
+// over from.
+func (s *sqliteDialect) ReadOnlySQL() string { return "" }
+
 // Take implements dialect.Dialect as Upsert.
 func (s *sqliteDialect) Take(ctx context.Context, q dialect.Querier, key, owner string, ttl time.Duration, data []byte, _ int64) (int64, bool, error) {
 	return s.Upsert(ctx, q, key, owner, ttl, data)
