@@ -250,3 +250,44 @@ func withoutParam(t *testing.T, dsn, name string) string {
 	u.RawQuery = q.Encode()
 	return u.String()
 }
+
+// TestTransactionPoolingFIFOCold: behind transaction pooling the
+// listener hears nothing, yet a release still grants a FIFO key to the
+// oldest ticket (PostgreSQL's grants go with the release). A FIFO head in
+// another Locker that had gone cold (the idle poller reads its key, found
+// held) was told of its grant by the release's notification alone: it
+// slept until the grant's lease ran out (10 minutes here), then queued
+// again behind everyone. Without events, the idle poller must look under
+// the head's grant memo, as on MySQL.
+func TestTransactionPoolingFIFOCold(t *testing.T) {
+	dsn := dbtest.PoolerDSN(t, dbtest.Transaction)
+	ctx := ctxT(t, 2*time.Minute)
+	table := dbtest.Table(t, dbtest.Open(t, dblock.Postgres), dblock.Postgres)
+	var ls []*dblock.Locker
+	for range 2 {
+		l, err := dblock.New(dbtest.OpenDSN(t, "pgx", dsn), dblock.WithTable(table), dblock.WithFIFO(), dblock.WithTTL(10*time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		ls = append(ls, l)
+	}
+	holder, waiter := ls[0], ls[1]
+	lk := mustLock(t)(holder.TryLock(ctx, "fifo-cold"))
+	got := make(chan error, 1)
+	go func() {
+		l2, err := waiter.Lock(ctx, "fifo-cold")
+		if err == nil {
+			err = l2.Unlock(ctx)
+		}
+		got <- err
+	}()
+	eventually(t, time.Minute, 2*time.Millisecond, "the FIFO waiter watched by the idle poller", func() bool { return dblock.ColdWaiters(waiter) == 1 })
+	if dblock.Notifying(waiter) {
+		t.Fatal("the waiting Locker hears notifications through transaction pooling")
+	}
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitAll(t, ctx, got, 1)
+}

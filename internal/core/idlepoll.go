@@ -25,14 +25,16 @@ func (h *idleHost) Announce(ctx context.Context, keys ...string) {
 func (h *idleHost) WakeHead(key string) { h.waits.WakeHead(key) }
 
 // GrantedHere reports, for a key found held whose first waiter here may
-// be granted it (a FIFO head on a dialect that grants by ticket), whether
-// the key is held under that waiter's grant memo: a release gave it the
-// key, which the waiter learns when woken. A failed read says no: the
-// waiter polls on its own meanwhile.
+// be granted it (a FIFO head on a dialect that grants by ticket, or on
+// PostgreSQL while no release event reaches this Locker: behind a pooler
+// in transaction mode its grants still come with releases, their
+// notification unheard), whether the key is held under that waiter's
+// grant memo: a release gave it the key, which the waiter learns when
+// woken. A failed read says no: the waiter polls on its own meanwhile.
 func (h *idleHost) GrantedHere(key string) bool {
 	e := (*Engine)(h)
 	memo := e.waits.HeadMemo(key)
-	if memo == "" || !e.fifo.ByTicket() {
+	if memo == "" || !e.fifo.ByTicket() && e.notifying() {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(e.ctx, wait.ReadTimeout)

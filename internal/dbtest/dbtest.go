@@ -125,12 +125,20 @@ func Open(t testing.TB, d dblock.Dialect, params ...string) *sql.DB {
 		// Opening an SQLite connection reads the schema again: keep them.
 		db.SetMaxIdleConns(16)
 	}
+	// A server that refuses a connection gets 10 s to answer: a pooler in
+	// front of it may be starting again (scripts/pgbouncer.sh).
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := db.PingContext(ctx); err != nil {
-		t.Fatalf("dbtest: %s is not reachable (%v); start it with scripts/dbup.sh or set DBLOCK_%s_DSN", d, err, strings.ToUpper(string(d)))
+	for {
+		err := db.PingContext(ctx)
+		if err == nil {
+			return db
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("dbtest: %s is not reachable (%v); start it with scripts/dbup.sh or set DBLOCK_%s_DSN", d, err, strings.ToUpper(string(d)))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	return db
 }
 
 // TableName returns a fresh random table name.
