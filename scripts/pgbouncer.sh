@@ -7,6 +7,7 @@
 #   scripts/pgbouncer.sh stop           stops both and removes their directory
 #   scripts/pgbouncer.sh dsn MODE       prints the DSN through MODE (transaction|session)
 #   scripts/pgbouncer.sh crashes        prints how often each instance was restarted, and its FATAL lines
+#   scripts/pgbouncer.sh check [ARGS]   start, the pooler step's tests (go test ARGS too), stop
 #
 # PgBouncer 1.18 exits on a FATAL "bad client state" when a client closes
 # a cancel request's connection before the server answered it
@@ -28,6 +29,7 @@
 # DBLOCK_PGBOUNCER_PORTS (default "26450 26451", transaction then session).
 # Exits non-zero, saying why, when an instance cannot be had.
 set -euo pipefail
+self=$(readlink -f "$0")
 dir=${DBLOCK_PGBOUNCER_DIR:-/tmp/dblock-pgbouncer}
 read -r tx_port session_port <<<"${DBLOCK_PGBOUNCER_PORTS:-26450 26451}"
 upstream=${DBLOCK_PGBOUNCER_UPSTREAM:-127.0.0.1:5432}
@@ -170,7 +172,7 @@ crashes)
     n=0
     [ -f "$dir/$mode.restarts" ] && n=$(wc -l <"$dir/$mode.restarts")
     echo "pgbouncer.sh: $mode pooling: restarted $n times"
-    grep -h FATAL "$dir/$mode.log" 2>/dev/null | sed 's/^/  /' || true
+    grep -h "FATAL @" "$dir/$mode.log" 2>/dev/null | sed 's/^/  /' || true
   done
   ;;
 dsn)
@@ -180,8 +182,45 @@ dsn)
   [ "$mode" = transaction ] && dsn="$dsn&default_query_exec_mode=exec"
   echo "$dsn"
   ;;
+check)
+  shift
+  "$self" start
+  trap '"$self" crashes; "$self" stop' EXIT
+  cd "$(dirname "$self")/.."
+  DBLOCK_PGBOUNCER_TRANSACTION_DSN=$("$self" dsn transaction)
+  DBLOCK_PGBOUNCER_SESSION_DSN=$("$self" dsn session)
+  export DBLOCK_PGBOUNCER_TRANSACTION_DSN DBLOCK_PGBOUNCER_SESSION_DSN
+  rc=0
+  # The pooler tests: prepared statements, Migrate, LISTEN, FIFO grants,
+  # every command, advisory's refusal.
+  go test -race -count=1 -timeout 10m "$@" -run 'TestTransactionPooling|TestPooler' . ./cmd/dblock/ ./advisory/ || rc=1
+  # Through each mode: the conformance suite, the root package's tests of
+  # what a service does with row locks (not those that need
+  # notifications, other roles, startup parameters PgBouncer refuses
+  # (search_path), 10,000 locks through 12 server connections, or a
+  # server stalled behind a fault proxy), and a short fault suite.
+  root='^('
+  root+='TestExclusion|TestReentrancy|TestConcurrentReentries|TestTokenOrder|TestTakeoverAfterExpiry|TestOwnerSymmetry|'
+  root+='TestHandover|TestHandoverOfLostLock|TestDataAndGet|TestDataHandover|TestMaxHold|TestDoMaxHold|TestContext|'
+  root+='TestClose|TestCloseReleasesHeldLocks|TestTimeZones|TestElection|TestSemaphore|TestSemaphoreTry|'
+  root+='TestSharedExclusion|TestSharedRules|TestLockAllNoDeadlock|TestTryLockAll|TestLockTxEndsWithTx|'
+  root+='TestLockTxExclusion|TestLockTxVersusLease|TestCheckBlocksTakeover|TestCheckNotHeld|TestReapRemovesOnlyDeadRows|'
+  root+='TestReapConcurrently|TestTokensIncreaseAfterReap|TestListHeldLocks|TestForceUnlock|TestWaitersShown|'
+  root+='TestBlockedChain|TestFIFOOrder|TestFIFOGrantsUnderContention|TestSingletonOncePerTick|TestSingletonKeepAlive|'
+  root+='TestSyncLocker|TestLockExtend|TestHistory|TestMigrationRerun)$/postgres'
+  for mode in transaction session; do
+    echo "== through $mode pooling"
+    DBLOCK_POSTGRES_DSN=$("$self" dsn "$mode")
+    export DBLOCK_POSTGRES_DSN
+    go test -race -count=1 -timeout 10m "$@" -run 'TestConformance/postgres' ./internal/dialect/ || rc=1
+    go test -race -count=1 -timeout 10m "$@" -run "$root" . || rc=1
+    DBLOCK_FAULT_ACQUISITIONS=${DBLOCK_PGBOUNCER_FAULT_ACQUISITIONS:-1000} \
+      go test -race -count=1 -timeout 10m -v "$@" -run 'TestFaults/postgres' ./internal/faultsuite/ || rc=1
+  done
+  exit $rc
+  ;;
 *)
-  echo "usage: $0 start | stop | dsn transaction|session | crashes" >&2
+  echo "usage: $0 start | stop | dsn transaction|session | crashes | check [ARGS]" >&2
   exit 2
   ;;
 esac

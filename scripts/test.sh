@@ -17,14 +17,19 @@
 # package's tests, package advisory's refusal and the fault suite, with
 # DBLOCK_MYSQL_DSN pointed at it; and the fault suite in portable mode
 # (WithPortable) on PostgreSQL and MariaDB; the failover suite on a
-# PostgreSQL primary and standby (scripts/pgfailover.sh); the
+# PostgreSQL primary and standby (scripts/pgfailover.sh), and beside it a
+# private PostgreSQL and MariaDB turned read-only mid-run
+# (scripts/readonly.sh, TestReadOnlyWriter); the
 # conformance suite, the root package's PostgreSQL tests and package
 # dblockpgx's on PostgreSQL 12 and 18 (scripts/pgversions.sh;
-# DBLOCK_PG_VERSIONS picks other majors);
+# DBLOCK_PG_VERSIONS picks other majors), and beside them the same through
+# PgBouncer 1.18 in transaction and session pooling (scripts/pgbouncer.sh
+# check);
 # and a subset on the oldest Go the modules support (go.mod's go line, see
 # below).
 # The fault suite's portable and FIFO modes run side by side, and so do the
-# PostgreSQL versions (group_step below).
+# PostgreSQL versions with PgBouncer, and the failover suite with the
+# read-only writer (group_step below).
 # Every step runs even if an earlier one failed; a summary lists each step's
 # result and the script exits non-zero if any failed. A database that cannot
 # be had is a failure, not a skip.
@@ -145,6 +150,12 @@ majors=${DBLOCK_PG_VERSIONS:-12 18}
 pg_started=$majors
 # shellcheck disable=SC2086 # majors is a list
 step "PostgreSQL $majors (scripts/pgversions.sh start)" ./scripts/pgversions.sh start $majors
+# Beside them (it waits more than it computes): PgBouncer 1.18 from Debian's
+# package, in transaction and in session pooling, in front of the shared
+# PostgreSQL (scripts/pgbouncer.sh check: the pooler tests, then through
+# each mode the conformance suite, the root package's row-lock tests and a
+# short fault suite; the instances are stopped at its end).
+group_step "PgBouncer 1.18, transaction and session pooling (scripts/pgbouncer.sh check)" ./scripts/pgbouncer.sh check "$@"
 for major in $majors; do
   group_step "PostgreSQL $major (scripts/pgversions.sh): conformance, root package (go test -race -run /postgres), dblockpgx" bash -c '
     major=$1
@@ -188,7 +199,13 @@ step "TiDB: fault suite (5,000 acquisitions: TiDB hands a key over at about half
 # The output is long and a CI log may keep only its tail: when the step
 # fails, it ends with the lines that say why (the failures' messages, the
 # figures), gathered from the output above.
-step "PostgreSQL failover (scripts/pgfailover.sh, TestFailover)" bash -c '
+# Beside the failover suite: a private PostgreSQL and MariaDB
+# (scripts/readonly.sh, started and stopped by the test) turned read-only
+# mid-run and back, with waiters, holders and a Singleton
+# (TestReadOnlyWriter).
+group_step "A writer turned read-only, PostgreSQL and MariaDB (scripts/readonly.sh, TestReadOnlyWriter)" \
+  env DBLOCK_READONLY=1 go test -race -count=1 -timeout 10m -v "$@" -run TestReadOnlyWriter .
+group_step "PostgreSQL failover (scripts/pgfailover.sh, TestFailover)" bash -c '
   out=$(mktemp)
   cleanup() { ./scripts/pgfailover.sh stop; rm -f "$out"; }
   trap cleanup EXIT
@@ -205,6 +222,7 @@ step "PostgreSQL failover (scripts/pgfailover.sh, TestFailover)" bash -c '
     '"'"' "$out" | tail -n 30
   fi
   exit "$rc"' failover "$@"
+group_wait
 # Galera (scripts/galera.sh check: 3 nodes; conformance, advisory, the fault
 # suite over the nodes with node 3 killed and rejoined) runs by hand, not
 # here: one run of two with the node kill found a holder whose Err said nil
