@@ -18,6 +18,8 @@ import (
 	"github.com/dblockhq/dblock"
 	"github.com/dblockhq/dblock/internal/dberr"
 	"github.com/dblockhq/dblock/internal/dbtest"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 )
 
 // readOnlyEnv runs TestReadOnlyWriter, which starts servers of its own
@@ -62,6 +64,41 @@ func TestReadOnlyWriter(t *testing.T) {
 			readOnlyRun(t, ro, d)
 		})
 	}
+	t.Run("pgxpool", func(t *testing.T) { readOnlyPgxPool(t, &roServers{t: t, script: script}) })
+}
+
+// readOnlyPgxPool: through stdlib.OpenDBFromPool, database/sql keeps no
+// connection idle and gives each back to the pgxpool.Pool at once, so a
+// connection to the read-only server would be lent again however often
+// database/sql discarded it: the Locker closes it, and the pgxpool.Pool
+// then destroys it.
+func readOnlyPgxPool(t *testing.T, ro *roServers) {
+	ctx := ctxT(t, time.Minute)
+	pool, err := pgxpool.New(ctx, ro.run("dsn", "postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { _ = db.Close() }) // after the table's drop
+	table := dbtest.Table(t, db, dblock.Postgres)
+	l, err := dblock.New(db, dblock.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_ = mustLock(t)(l.TryLock(ctx, "k")).Unlock(ctx)
+	if pool.Stat().TotalConns() == 0 {
+		t.Fatal("the pgxpool.Pool keeps no connection")
+	}
+	ro.run("set", "postgres", "on")
+	defer ro.run("set", "postgres", "off")
+	if _, err := l.TryLock(ctx, "k"); !dberr.ReadOnly(err) {
+		t.Fatalf("TryLock on the read-only server: %v, want a read-only refusal", err)
+	}
+	eventually(t, 10*time.Second, 5*time.Millisecond, "the connection to the read-only server closed", func() bool {
+		return dblock.ReadOnlyDropped(l) > 0 && pool.Stat().TotalConns() == 0
+	})
 }
 
 // roServers drives scripts/readonly.sh.

@@ -3,6 +3,8 @@ package dialect
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
+	"time"
 )
 
 // BehindPooler reports whether conn reaches PostgreSQL through a
@@ -72,4 +74,22 @@ func SessionMoves(ctx context.Context, db *sql.DB, conn *sql.Conn, id int64) (bo
 		return false, err
 	}
 	return again != id, nil
+}
+
+// Discard takes conn out of its pool for good: database/sql closes a
+// connection whose Raw function returns driver.ErrBadConn, instead of
+// keeping it. A pgx connection is closed first, so that a pool that lends
+// database/sql its connections (stdlib.OpenDBFromPool, whose close gives
+// the connection back to the pgxpool.Pool) destroys it rather than lending
+// it again.
+func Discard(conn *sql.Conn) {
+	_ = conn.Raw(func(dc any) error {
+		if pc, ok := dc.(pgxConner); ok {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_ = pc.Conn().Close(ctx)
+		}
+		return driver.ErrBadConn
+	})
+	_ = conn.Close()
 }

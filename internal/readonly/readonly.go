@@ -8,8 +8,10 @@
 // driver for an error the driver does not call bad. So after such an
 // error the Dropper takes the pool's idle connections, one at a time, asks
 // each whether its server takes writes (dialect.Dialect.ReadOnlySQL), and
-// closes those that say it does not (through sql.Conn.Raw returning
-// driver.ErrBadConn, which makes database/sql discard the connection);
+// closes those that say it does not (dialect.Discard: sql.Conn.Raw
+// returning driver.ErrBadConn, which makes database/sql discard the
+// connection, after closing a pgx connection, which a pgxpool.Pool behind
+// stdlib.OpenDBFromPool would otherwise lend again);
 // the others go back to the pool. The statement that failed is retried
 // by its caller, as for a lost connection.
 //
@@ -20,12 +22,12 @@ package readonly
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/dblockhq/dblock/internal/dberr"
+	"github.com/dblockhq/dblock/internal/dialect"
 )
 
 // Every is the least time between two sweeps' starts: while a server is
@@ -59,7 +61,7 @@ func New(ctx context.Context, db *sql.DB, query string, spawn func(func()) bool,
 // Saw is told of a statement's error: a read-only refusal starts a sweep,
 // unless one runs or started less than Every ago.
 func (d *Dropper) Saw(err error) {
-	if d == nil || d.query == "" || !dberr.ReadOnly(err) {
+	if err == nil || d == nil || d.query == "" || !dberr.ReadOnly(err) {
 		return
 	}
 	d.mu.Lock()
@@ -86,9 +88,11 @@ func (d *Dropper) Dropped() int64 {
 // sweep asks each connection idle in the pool when it starts whether its
 // server is read-only, and closes those that are (or whose question failed
 // on the connection). It keeps the connections it asked until the end, so
-// that it does not take one twice.
+// that it does not take one twice. It asks one at least: a pool that keeps
+// none idle (stdlib.OpenDBFromPool gives each back to its pgxpool.Pool at
+// once) hands out the one given back last, most likely the one refused.
 func (d *Dropper) sweep() {
-	n, dropped := d.db.Stats().Idle, int64(0)
+	n, dropped := max(d.db.Stats().Idle, 1), int64(0)
 	var kept []*sql.Conn
 	defer func() {
 		for _, c := range kept {
@@ -102,8 +106,8 @@ func (d *Dropper) sweep() {
 			d.log.Warn("dblock: closed pooled connections to a server that takes no writes (a writer turned reader after a failover?); new ones are opened as needed", "closed", dropped)
 		}
 	}()
-	for range n {
-		if d.ctx.Err() != nil || d.db.Stats().Idle == 0 {
+	for i := range n {
+		if d.ctx.Err() != nil || i > 0 && d.db.Stats().Idle == 0 {
 			return
 		}
 		ctx, cancel := context.WithTimeout(d.ctx, probeTimeout)
@@ -116,8 +120,7 @@ func (d *Dropper) sweep() {
 		err = c.QueryRowContext(ctx, d.query).Scan(&ro)
 		cancel()
 		if ro || dberr.Conn(err) {
-			_ = c.Raw(func(any) error { return driver.ErrBadConn })
-			_ = c.Close()
+			dialect.Discard(c)
 			dropped++
 			continue
 		}
