@@ -2,12 +2,16 @@ package dialect_test
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/dblockhq/dblock"
 	"github.com/dblockhq/dblock/internal/dbtest"
 	"github.com/dblockhq/dblock/internal/dialect"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 )
 
 // A statement already prepared runs while another text's prepare waits on
@@ -81,18 +85,32 @@ func TestStmtCacheHonoursExecMode(t *testing.T) {
 	for _, tc := range []struct {
 		param    string
 		prepares bool
+		pool     bool // through a pgxpool.Pool lent to database/sql
 	}{
-		{"", true},
-		{"default_query_exec_mode=exec", false},
-		{"default_query_exec_mode=simple_protocol", false},
-		{"default_query_exec_mode=cache_describe", false},
+		{"", true, false},
+		{"default_query_exec_mode=exec", false, false},
+		{"default_query_exec_mode=simple_protocol", false, false},
+		{"default_query_exec_mode=cache_describe", false, false},
+		{"default_query_exec_mode=exec", false, true},
 	} {
-		t.Run(tc.param, func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s pgxpool=%v", tc.param, tc.pool), func(t *testing.T) {
 			var params []string
 			if tc.param != "" {
 				params = append(params, tc.param)
 			}
-			db := dbtest.Open(t, dblock.Postgres, params...)
+			var db *sql.DB
+			if tc.pool {
+				dsn := dbtest.WithParam(dbtest.WithParam(dbtest.DSN(dblock.Postgres), tc.param), "pool_max_conns=1")
+				pool, err := pgxpool.New(context.Background(), dsn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(pool.Close)
+				db = stdlib.OpenDBFromPool(pool)
+				t.Cleanup(func() { _ = db.Close() })
+			} else {
+				db = dbtest.Open(t, dblock.Postgres, params...)
+			}
 			db.SetMaxOpenConns(1) // one session: pg_prepared_statements is per session
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
