@@ -23,7 +23,7 @@ func BenchmarkRenew(b *testing.B) {
 			dl := builders[d](dialect.Config{Table: table})
 			ctx := context.Background()
 			var refs []dialect.Ref
-			for i := range 2000 {
+			for i := range 5000 {
 				k := fmt.Sprintf("renew-%05d", i)
 				token, ok, err := dl.Upsert(ctx, db, k, "bench", time.Hour, nil)
 				if err != nil || !ok {
@@ -31,7 +31,7 @@ func BenchmarkRenew(b *testing.B) {
 				}
 				refs = append(refs, dialect.Ref{Key: k, Token: token})
 			}
-			for _, n := range []int{250, 1000, 2000} {
+			for _, n := range []int{250, 1000, 5000} {
 				b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 					for b.Loop() {
 						lost, busy, err := dl.Renew(ctx, db, refs[:n])

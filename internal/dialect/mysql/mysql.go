@@ -43,7 +43,7 @@ type mysqlDialect struct {
 	triggers                *atomic.Bool
 	handoffSQL, heldSQL     string
 	heldKeysSQL             string
-	renewLockSQL, renewSQL  string
+	renewSQL                string
 	renewLeaseSQL           string // renewSQL that lengthens the lease (Extend)
 	renewCheckSQL           string
 	reapFenceSQL, reapScan  string
@@ -62,7 +62,8 @@ type mysqlDialect struct {
 	cycleMany, confirmMany *dialect.Sized
 	tx                     *myTx
 	reapRaiseSQL           string
-	// TiDB's renewal reads, by key only (renewLockKeys).
+	// The renewal's locking read, by key only (renewLockKeys), and
+	// TiDB's check of what it skipped.
 	renewLockKeysSQL, renewCheckKeysSQL string
 	// TiDB's: acquireRowSQL is the acquire of a key whose row exists,
 	// which inserts nothing (tidbUpsert); the tso statements are the
@@ -203,7 +204,6 @@ func build(cfg dialect.Config, tidb bool) *mysqlDialect {
 	m.passSQL = queries.Get("queue.pass", qr)
 	m.nextTicketSQL = queries.Get("queue.next", qr)
 	m.reads = newReadStmts(r, qr)
-	m.renewLockSQL = queries.Get("renewLock", r)
 	m.renewSQL = strings.Replace(queries.Get("renew", r), "{lease}", "", 1)
 	m.renewLeaseSQL = strings.Replace(queries.Get("renew", r), "{lease}", ", lease_ms = GREATEST(lease_ms, ?)", 1)
 	m.renewCheckSQL = queries.Get("renewCheck", r)

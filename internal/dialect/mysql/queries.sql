@@ -99,21 +99,16 @@ UPDATE {t} SET
   update_time = UTC_TIMESTAMP(6), acquired_time = UTC_TIMESTAMP(6)
 WHERE key_id = ? AND memo = ? AND token = ? AND depth = 1 AND NOT ({expired})
 
--- name: renewLock
+-- name: renewLockKeys
 -- Renewal locks the rows it renews with SKIP LOCKED (MySQL 8.0.1+,
 -- MariaDB 10.6+) in a short READ COMMITTED transaction, so a row that
 -- another transaction holds (a Lock.Check share lock) is skipped, not
 -- waited for. FORCE INDEX: with thousands of keys the optimizer may
 -- prefer a scan of the whole primary key, which would lock (next-key)
--- every row and gap of the table, other nodes' live locks included.
-SELECT key_id, token FROM {t} FORCE INDEX (PRIMARY)
-WHERE key_id IN ({keys}) AND (key_id, token) IN ({refs}) AND depth > 0 AND NOT ({expired})
-FOR UPDATE {skipLocked}
-
--- name: renewLockKeys
--- renewLock for TiDB, which evaluates a row IN list of n pairs against
--- each of n rows (2,000 locks took 0.47 s against 0.11 s for 1,000): the
--- keys alone, the tokens compared by the caller.
+-- every row and gap of the table, other nodes' live locks included. The
+-- keys alone: the caller compares the tokens. A row IN list of n pairs is
+-- evaluated against each of n rows (MariaDB, and TiDB: 2,000 locks took
+-- 0.47 s against 0.11 s for 1,000).
 SELECT key_id, token FROM {t} FORCE INDEX (PRIMARY)
 WHERE key_id IN ({keys}) AND depth > 0 AND NOT ({expired})
 FOR UPDATE {skipLocked}

@@ -31,11 +31,16 @@ func (m *mysqlDialect) renewQuery(byRef, byKey string, refs []dialect.Ref) (stri
 	if !m.tidb {
 		return refsQuery(byRef, refs)
 	}
+	return keysQuery(byKey, refs)
+}
+
+// keysQuery returns text with {keys} set for the keys of refs, and the keys.
+func keysQuery(text string, refs []dialect.Ref) (string, []any) {
 	args := make([]any, len(refs))
 	for i, r := range refs {
 		args[i] = r.Key
 	}
-	return strings.Replace(byKey, "{keys}", dialect.Placeholders("?", len(refs)), 1), args
+	return strings.Replace(text, "{keys}", dialect.Placeholders("?", len(refs)), 1), args
 }
 
 func (m *mysqlDialect) Renew(ctx context.Context, db *sql.DB, refs []dialect.Ref) (lost, busy []dialect.Ref, err error) {
@@ -83,7 +88,13 @@ func (m *mysqlDialect) renew(ctx context.Context, db *sql.DB, refs []dialect.Ref
 }
 
 // renewLocked renews the live acquisitions whose rows it can lock at once
-// and returns them.
+// and returns them. The locking read names the keys alone and the tokens
+// are compared here: MariaDB checks a row IN list of n pairs against each
+// of n rows, so that read cost about twice the rest of a renewal of
+// thousands of locks, and grew with the square of the locks it carried
+// (docs/design.md, "Renewal at scale"). A row of one of the keys that is
+// no longer ours stays locked until this short transaction ends, and is
+// not renewed.
 func (m *mysqlDialect) renewLocked(ctx context.Context, db *sql.DB, refs []dialect.Ref, update string, args []any) (_ map[dialect.Ref]struct{}, err error) {
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
@@ -95,20 +106,18 @@ func (m *mysqlDialect) renewLocked(ctx context.Context, db *sql.DB, refs []diale
 		}
 	}()
 	renewed, err := m.lockRows(ctx, tx, refs, func(refs []dialect.Ref) (string, []any) {
-		return m.renewQuery(m.renewLockSQL, m.renewLockKeysSQL, refs)
+		return keysQuery(m.renewLockKeysSQL, refs)
 	})
 	if err != nil {
 		return nil, err
 	}
-	if m.tidb { // read by key: keep the rows of our acquisitions
-		want := make(map[dialect.Ref]struct{}, len(refs))
-		for _, r := range refs {
-			want[r] = struct{}{}
-		}
-		for r := range renewed {
-			if _, ok := want[r]; !ok {
-				delete(renewed, r)
-			}
+	want := make(map[dialect.Ref]struct{}, len(refs))
+	for _, r := range refs {
+		want[r] = struct{}{}
+	}
+	for r := range renewed {
+		if _, ok := want[r]; !ok {
+			delete(renewed, r) // another acquisition of the key
 		}
 	}
 	if len(renewed) > 0 {
