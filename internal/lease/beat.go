@@ -82,13 +82,16 @@ func (r *Registry[L]) expire(now time.Time, lastErr error) {
 	}
 }
 
-// beat ends overdue locks and renews those due, in statements ordered by
-// lease deadline. While a statement runs, each lock still ends at its own
-// deadline (watchDeadlines), never at another's. It returns the last
-// renewal error, reported as the cause of later losses.
+// beat ends overdue locks and renews those due, earliest deadline first:
+// in statements ordered by lease deadline, and a lock that comes due while
+// they run goes in the next statement by its deadline too. While a
+// statement runs, each lock still ends at its own deadline
+// (watchDeadlines), never at another's. It returns the last renewal error,
+// reported as the cause of later losses.
 func (r *Registry[L]) beat(lastErr error) error {
 	r.expire(time.Now(), lastErr)
-	due, shortest, needed := r.dueRenewals(time.Now())
+	r.beats++
+	due, shortest, needed := r.dueRenewals(time.Now(), nil, 0)
 	if len(due) == 0 {
 		return lastErr
 	}
@@ -101,27 +104,70 @@ func (r *Registry[L]) beat(lastErr error) error {
 	return err
 }
 
-// dueRenewals returns the held locks due for renewal, ordered by deadline,
-// the shortest lease among them, and the renewals per second that every
-// held lock together needs.
-func (r *Registry[L]) dueRenewals(now time.Time) (due []L, shortest time.Duration, needed float64) {
+// dueRenewals returns queue, ordered by deadline, with the held locks due
+// for renewal that this beat has not queued yet (each lock goes in one
+// statement a beat: one that failed or found its row busy is tried again
+// at a later beat), the shortest lease among them (and shortest, that of
+// queue's), and the renewals per second that every held lock together
+// needs.
+func (r *Registry[L]) dueRenewals(now time.Time, queue []L, shortest time.Duration) (due []L, _ time.Duration, needed float64) {
+	var more []L
 	r.mu.Lock()
 	for lk := range r.held {
 		e := r.entry(lk)
 		needed += 1 / e.interval.Seconds()
 		// Renewed when its next beat is less than half an interval away,
 		// so locks fall into step and share statements.
-		if !now.Before(e.nextBeat.Add(-e.interval / 2)) {
-			due = append(due, lk)
+		if e.queued != r.beats && !now.Before(e.nextBeat.Add(-e.interval/2)) {
+			e.queued = r.beats
+			more = append(more, lk)
 			if shortest == 0 || e.lease < shortest {
 				shortest = e.lease
 			}
 		}
 	}
 	r.mu.Unlock()
+	if len(more) == 0 {
+		return queue, shortest, needed
+	}
 	// Deadlines change only under renewals, which only this goroutine runs.
-	slices.SortFunc(due, func(a, b L) int { return r.entry(a).deadline.Compare(r.entry(b).deadline) })
-	return due, shortest, needed
+	byDeadline := func(a, b L) int { return r.entry(a).deadline.Compare(r.entry(b).deadline) }
+	slices.SortFunc(more, byDeadline)
+	if len(queue) == 0 {
+		return more, shortest, needed
+	}
+	// Merge: a pass over both, not a sort of the whole queue again.
+	due = make([]L, 0, len(queue)+len(more))
+	for len(queue) > 0 && len(more) > 0 {
+		if byDeadline(more[0], queue[0]) < 0 {
+			due, more = append(due, more[0]), more[1:]
+		} else {
+			due, queue = append(due, queue[0]), queue[1:]
+		}
+	}
+	return append(append(due, queue...), more...), shortest, needed
+}
+
+// nextChunk takes from due (ordered by deadline) the locks of the next
+// statement: those still held, as many as the pace allows for the lease
+// left to the first of them. It returns them and the rest of due.
+func (r *Registry[L]) nextChunk(due []L, shortest time.Duration) (chunk, rest []L) {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	size := 0
+	for i, lk := range due {
+		if _, ok := r.held[lk]; !ok {
+			continue // released or lost since it came due
+		}
+		if size == 0 {
+			size = r.pace.chunk(shortest, r.entry(lk).deadline.Sub(now))
+		}
+		if chunk = append(chunk, lk); len(chunk) == size {
+			return chunk, due[i+1:]
+		}
+	}
+	return chunk, nil
 }
 
 // errRenewalLate is the cause of a loss while a renewal carrying the lock was
@@ -178,13 +224,16 @@ func (r *Registry[L]) earliestDeadline() time.Time {
 
 // renewDue renews due (ordered by deadline) in statements sized by the
 // pace, each bounded by the latest deadline it carries: past that it could
-// save none of them. It returns whether a statement failed or was the
-// first to succeed after failures (such a beat says nothing of the
-// database's pace), and the last statement's error.
+// save none of them. Between statements it adds the locks that came due
+// meanwhile. It returns whether a statement failed or was the first to
+// succeed after failures (such a beat says nothing of the database's
+// pace), and the last statement's error.
 func (r *Registry[L]) renewDue(due []L, shortest time.Duration) (outage bool, lastErr error) {
-	for len(due) > 0 && r.ctx.Err() == nil {
-		chunk := due[:min(r.pace.chunk(shortest), len(due))]
-		due = due[len(chunk):]
+	for r.ctx.Err() == nil {
+		var chunk []L
+		if chunk, due = r.nextChunk(due, shortest); len(chunk) == 0 {
+			return outage, lastErr
+		}
 		ctx, cancel := context.WithDeadline(r.ctx, r.deadlineOf(chunk[len(chunk)-1]))
 		start := time.Now()
 		lastErr = r.renewChunk(ctx, chunk)
@@ -195,6 +244,11 @@ func (r *Registry[L]) renewDue(due []L, shortest time.Duration) (outage bool, la
 				r.failedSince = start
 			}
 			outage = true
+			if errors.Is(lastErr, context.DeadlineExceeded) && r.ctx.Err() == nil {
+				// Ran out of the leases it carried: the database is
+				// slower than measured.
+				r.pace.late(len(chunk), time.Since(start))
+			}
 		case r.failed > 0:
 			// The first success after failures: its time may include the
 			// end of an outage (a reconnection, a path that stalled), not
@@ -208,6 +262,7 @@ func (r *Registry[L]) renewDue(due []L, shortest time.Duration) (outage bool, la
 		default:
 			r.pace.observe(len(chunk), time.Since(start))
 		}
+		due, shortest, _ = r.dueRenewals(time.Now(), due, shortest)
 	}
 	return outage, lastErr
 }

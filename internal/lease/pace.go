@@ -25,13 +25,27 @@ type pace struct {
 }
 
 // chunk returns how many acquisitions the next statement may carry when
-// the shortest lease among them is lease.
-func (p *pace) chunk(lease time.Duration) int {
+// the shortest lease among them is lease and the first of them ends in
+// left: at the measured rate, the statement takes at most its share of the
+// lease and half the time left, so that a database slower than measured
+// still renews them in time.
+func (p *pace) chunk(lease, left time.Duration) int {
 	if p.rate == 0 {
 		return firstRenewChunk
 	}
-	n := int(p.rate * (lease / renewShare).Seconds())
+	n := int(p.rate * min(lease/renewShare, left/2).Seconds())
 	return min(max(n, minRenewChunk), renewChunk)
+}
+
+// late records that a statement of n acquisitions ran d and was cut at the
+// end of the leases it carried: the database renews fewer than n/d a
+// second, and the next statements carry at most half as many as that
+// rate would have them.
+func (p *pace) late(n int, d time.Duration) {
+	r := float64(n) / max(d, time.Microsecond).Seconds() / 2
+	if p.rate == 0 || r < p.rate {
+		p.rate = r
+	}
 }
 
 // observe records that n acquisitions were renewed by a statement that took

@@ -39,6 +39,9 @@ type Entry struct {
 	// (Suspended), is closed at the next change of suspended or the end.
 	suspended bool
 	watch     chan struct{}
+	// queued is the heartbeat's beat that last queued it for renewal
+	// (beat.go).
+	queued uint64
 }
 
 // Loss says why a lease was lost.
@@ -122,6 +125,7 @@ type Registry[L comparable] struct {
 	// The loop's alone: renewal speed, and the renewal statements that
 	// failed in a row, the first at failedSince.
 	pace        pace
+	beats       uint64 // beats begun
 	failed      int
 	failedSince time.Time
 	// inFlight is the chunk whose renewal statement runs now (under mu),

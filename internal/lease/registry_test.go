@@ -227,20 +227,25 @@ func TestRegistryBeat(t *testing.T) {
 }
 
 // A statement's size follows the measured rate: its share of the
-// shortest lease, within bounds; the first carries firstRenewChunk.
+// shortest lease, or half the time left to the first lease it carries if
+// that is less, within bounds; the first carries firstRenewChunk. A
+// statement cut at its leases' end lowers the rate at once.
 func TestPace(t *testing.T) {
 	var p pace
-	if n := p.chunk(time.Second); n != firstRenewChunk {
+	if n := p.chunk(time.Second, time.Second); n != firstRenewChunk {
 		t.Fatalf("first chunk %d, want %d", n, firstRenewChunk)
 	}
 	p.observe(1000, 100*time.Millisecond) // 10,000/s
-	if n := p.chunk(time.Second); n != 1000 {
+	if n := p.chunk(time.Second, time.Second); n != 1000 {
 		t.Fatalf("chunk %d at 10,000/s for a 1 s lease, want a tenth of a second's worth", n)
 	}
-	if n := p.chunk(time.Millisecond); n != minRenewChunk {
+	if n := p.chunk(time.Second, 100*time.Millisecond); n != 500 {
+		t.Fatalf("chunk %d at 10,000/s with 0.1 s of the lease left, want half of it", n)
+	}
+	if n := p.chunk(time.Millisecond, time.Second); n != minRenewChunk {
 		t.Fatalf("chunk %d for a short lease, want the minimum", n)
 	}
-	if n := p.chunk(time.Hour); n != renewChunk {
+	if n := p.chunk(time.Hour, time.Hour); n != renewChunk {
 		t.Fatalf("chunk %d for a long lease, want the maximum", n)
 	}
 	if p.behind(4000) || !p.behind(6000) {
@@ -249,5 +254,17 @@ func TestPace(t *testing.T) {
 	p.observe(0, time.Second)
 	if p.rate != 7000 {
 		t.Fatalf("rate %v after a slow statement, want the moving average 7000", p.rate)
+	}
+	p.late(1000, time.Second) // fewer than 1,000/s
+	if p.rate != 500 {
+		t.Fatalf("rate %v after 1,000 ran out of 1 s, want 500", p.rate)
+	}
+	p.late(1000, time.Millisecond) // says less than the rate measured
+	if p.rate != 500 {
+		t.Fatalf("rate %v after a statement cut early, want it kept", p.rate)
+	}
+	var first pace
+	if first.late(1000, time.Second); first.rate != 500 {
+		t.Fatalf("rate %v after the first statement ran out of time", first.rate)
 	}
 }
