@@ -105,21 +105,29 @@ func (r *Registry[L]) beat(lastErr error) error {
 }
 
 // dueRenewals returns queue, ordered by deadline, with the held locks due
-// for renewal that this beat has not queued yet (each lock goes in one
-// statement a beat: one that failed or found its row busy is tried again
-// at a later beat), the shortest lease among them (and shortest, that of
-// queue's), and the renewals per second that every held lock together
-// needs.
+// for renewal that it does not hold (marking them queued), the shortest
+// lease among them (and shortest, that of queue's), and the renewals per
+// second that every held lock together needs. Into a queue that is not
+// empty (a beat under way) it takes only locks that end before its last
+// one, which would otherwise wait for the next beat behind later
+// deadlines, and none whose statement failed or skipped it in this beat
+// (tried again at a later beat, not at once, which would spin while the
+// database is down); so a beat ends once its queue is empty.
 func (r *Registry[L]) dueRenewals(now time.Time, queue []L, shortest time.Duration) (due []L, _ time.Duration, needed float64) {
 	var more []L
+	var before time.Time
+	if len(queue) > 0 {
+		before = r.deadlineOf(queue[len(queue)-1])
+	}
 	r.mu.Lock()
 	for lk := range r.held {
 		e := r.entry(lk)
 		needed += 1 / e.interval.Seconds()
 		// Renewed when its next beat is less than half an interval away,
 		// so locks fall into step and share statements.
-		if e.queued != r.beats && !now.Before(e.nextBeat.Add(-e.interval/2)) {
-			e.queued = r.beats
+		if !e.queued && e.tried != r.beats && !now.Before(e.nextBeat.Add(-e.interval/2)) &&
+			(before.IsZero() || e.deadline.Before(before)) {
+			e.queued = true
 			more = append(more, lk)
 			if shortest == 0 || e.lease < shortest {
 				shortest = e.lease
@@ -149,19 +157,20 @@ func (r *Registry[L]) dueRenewals(now time.Time, queue []L, shortest time.Durati
 }
 
 // nextChunk takes from due (ordered by deadline) the locks of the next
-// statement: those still held, as many as the pace allows for the lease
-// left to the first of them. It returns them and the rest of due.
+// statement: those still held and not past their deadline (ended by
+// watchDeadlines: a statement of those, sent too late to save them, would
+// fail at once and say nothing of the database's pace), as many as the
+// pace allows. It returns them and the rest of due.
 func (r *Registry[L]) nextChunk(due []L, shortest time.Duration) (chunk, rest []L) {
+	size := r.pace.chunk(shortest)
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	size := 0
 	for i, lk := range due {
-		if _, ok := r.held[lk]; !ok {
-			continue // released or lost since it came due
-		}
-		if size == 0 {
-			size = r.pace.chunk(shortest, r.entry(lk).deadline.Sub(now))
+		e := r.entry(lk)
+		e.queued = false
+		if _, ok := r.held[lk]; !ok || !now.Before(e.deadline) {
+			continue // released or lost since it came due, or too late
 		}
 		if chunk = append(chunk, lk); len(chunk) == size {
 			return chunk, due[i+1:]
@@ -237,6 +246,7 @@ func (r *Registry[L]) renewDue(due []L, shortest time.Duration) (outage bool, la
 		ctx, cancel := context.WithDeadline(r.ctx, r.deadlineOf(chunk[len(chunk)-1]))
 		start := time.Now()
 		lastErr = r.renewChunk(ctx, chunk)
+		cut := ctx.Err() != nil // at the deadline, or the owner's end
 		cancel()
 		switch {
 		case lastErr != nil:
@@ -244,10 +254,10 @@ func (r *Registry[L]) renewDue(due []L, shortest time.Duration) (outage bool, la
 				r.failedSince = start
 			}
 			outage = true
-			if errors.Is(lastErr, context.DeadlineExceeded) && r.ctx.Err() == nil {
+			if cut && r.ctx.Err() == nil {
 				// Ran out of the leases it carried: the database is
 				// slower than measured.
-				r.pace.late(len(chunk), time.Since(start))
+				r.pace.late(len(chunk), shortest)
 			}
 		case r.failed > 0:
 			// The first success after failures: its time may include the
@@ -260,7 +270,7 @@ func (r *Registry[L]) renewDue(due []L, shortest time.Duration) (outage bool, la
 			r.failed = 0
 			outage = true
 		default:
-			r.pace.observe(len(chunk), time.Since(start))
+			r.pace.observe(len(chunk), time.Since(start), shortest)
 		}
 		due, shortest, _ = r.dueRenewals(time.Now(), due, shortest)
 	}
@@ -307,6 +317,7 @@ func (r *Registry[L]) renewChunk(ctx context.Context, chunk []L) error {
 		for _, lk := range chunk {
 			e := r.entry(lk)
 			e.nextBeat = start.Add(max(e.interval/4, 5*time.Millisecond))
+			e.tried = r.beats
 			setSuspended(e, true)
 		}
 		r.mu.Unlock()
@@ -340,6 +351,7 @@ func (r *Registry[L]) renewChunk(ctx context.Context, chunk []L) error {
 			// Its row is locked by a transaction (Lock.Check): not renewed,
 			// so the deadline stays; try again soon.
 			e.nextBeat = start.Add(max(e.interval/4, 5*time.Millisecond))
+			e.tried = r.beats
 			continue
 		}
 		e.deadline = r.renewedAt(e, start)

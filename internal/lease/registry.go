@@ -39,9 +39,10 @@ type Entry struct {
 	// (Suspended), is closed at the next change of suspended or the end.
 	suspended bool
 	watch     chan struct{}
-	// queued is the heartbeat's beat that last queued it for renewal
-	// (beat.go).
-	queued uint64
+	// queued: in the heartbeat's queue of renewals due; tried: the beat
+	// whose statement last failed or skipped it (beat.go).
+	queued bool
+	tried  uint64
 }
 
 // Loss says why a lease was lost.
