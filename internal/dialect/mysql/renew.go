@@ -129,7 +129,15 @@ func (m *mysqlDialect) renewLocked(ctx context.Context, db *sql.DB, refs []diale
 			return nil, err
 		}
 	}
-	return renewed, tx.Commit()
+	if err = tx.Commit(); err != nil {
+		if errors.Is(err, sql.ErrTxDone) && ctx.Err() != nil {
+			// The context ended the transaction first: say so (a renewal
+			// cut at its deadline), not "already rolled back".
+			err = ctx.Err()
+		}
+		return nil, err
+	}
+	return renewed, nil
 }
 
 // lockRows runs the locking read that query builds for refs in tx, and
