@@ -95,8 +95,20 @@ func countRows(t *testing.T, db *sql.DB, table string) int {
 	return n
 }
 
+// New checks its options without a round trip: the Locker's pool is not
+// connected first (dbtest.Locker's connection and migration took over
+// 10 s on a loaded machine, and failed the test), and no pass runs.
 func TestNewValidates(t *testing.T) {
-	l, _, _ := dbtest.Locker(t, dblock.Postgres)
+	db, err := sql.Open(dbtest.DriverName(dblock.Postgres), dbtest.DSN(dblock.Postgres))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	l, err := dblock.New(db, dblock.WithDialect(dblock.Postgres))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
 	if _, err := reaper.New(nil); !errors.Is(err, dblock.ErrInvalidOption) {
 		t.Errorf("nil Locker: %v", err)
 	}
