@@ -243,7 +243,8 @@ func (r *Registry[L]) renewDue(due []L, shortest time.Duration) (outage bool, la
 		if chunk, due = r.nextChunk(due, shortest); len(chunk) == 0 {
 			return outage, lastErr
 		}
-		ctx, cancel := context.WithDeadline(r.ctx, r.deadlineOf(chunk[len(chunk)-1]))
+		end := r.deadlineOf(chunk[len(chunk)-1])
+		ctx, cancel := context.WithDeadline(r.ctx, end)
 		start := time.Now()
 		lastErr = r.renewChunk(ctx, chunk)
 		cut := ctx.Err() != nil // at the deadline, or the owner's end
@@ -257,7 +258,7 @@ func (r *Registry[L]) renewDue(due []L, shortest time.Duration) (outage bool, la
 			if cut && r.ctx.Err() == nil {
 				// Ran out of the leases it carried: the database is
 				// slower than measured.
-				r.pace.late(len(chunk), shortest)
+				r.pace.late(len(chunk), shortest, end.Sub(start))
 			}
 		case r.failed > 0:
 			// The first success after failures: its time may include the
@@ -270,7 +271,7 @@ func (r *Registry[L]) renewDue(due []L, shortest time.Duration) (outage bool, la
 			r.failed = 0
 			outage = true
 		default:
-			r.pace.observe(len(chunk), time.Since(start), shortest)
+			r.pace.observe(len(chunk), time.Since(start))
 		}
 		due, shortest, _ = r.dueRenewals(time.Now(), due, shortest)
 	}

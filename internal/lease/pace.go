@@ -1,18 +1,26 @@
 package lease
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Renewal statements are sized so that each finishes well inside the
-// shortest lease it carries: at the measured rate, a statement takes at most
-// 1/renewShare of that lease, and carries between minRenewChunk and
-// renewChunk acquisitions (MySQL's 65,535 placeholders allow 21,845 per
-// statement). The first statement of a Registry carries firstRenewChunk.
+// shortest lease it carries: by the costs measured, a statement takes
+// 1/renewShare of that lease, or twice its fixed cost when that is more,
+// and carries between minRenewChunk and renewChunk acquisitions (MySQL's
+// 65,535 placeholders allow 21,845 per statement). The first statements
+// of a Registry carry firstRenewChunk.
+//
 // A thirtieth: a statement then still ends within the lease when the
 // database, on a loaded machine, runs it fifteen times slower than it
-// measured; with a tenth (300 ms of a 3 s lease), a MariaDB beside
-// three busy loops ran a statement of 6,486 renewals for 2 s, past the
-// leases it carried. At the default TTL (30 s, 1 s a statement) the bound
-// is renewChunk.
+// measured; with a tenth (300 ms of a 3 s lease), a MariaDB beside three
+// busy loops ran a statement of 6,486 renewals for 2 s, past the leases it
+// carried. At the default TTL (30 s, 1 s a statement) the bound is
+// renewChunk. Twice the fixed cost: where a statement's round trips and
+// commit take more than its share of the lease (300 ms each beside a
+// loaded MariaDB), statements sized to the share carried 64 acquisitions
+// each, too few to renew a few thousand in time.
 const (
 	renewShare      = 30
 	minRenewChunk   = 64
@@ -23,56 +31,69 @@ const (
 // paceWarnEvery spaces the warnings that renewals cannot keep up.
 const paceWarnEvery = 30 * time.Second
 
+// paceKeep is the weight of what a moving average knew before each
+// statement measured.
+const paceKeep = 0.7
+
 // pace is what the heartbeat loop learned of the database's renewal
-// speed. Only the heartbeat goroutine touches it.
+// speed. Only the heartbeat goroutine touches it. A statement of n
+// acquisitions takes fixed + n·per seconds: fixed is measured by small
+// statements (fewer than half minRenewChunk), per by larger ones, each a
+// moving average. A statement's own rate (n per its time, fixed cost
+// included), also a moving average, is what the warning compares with the
+// renewals needed.
 type pace struct {
-	rate     float64 // acquisitions renewed per second of statement time (moving average)
-	lastWarn time.Time
+	fixed, per float64 // seconds: of a statement, of an acquisition in it
+	rate       float64 // acquisitions renewed per second of statement time
+	lastWarn   time.Time
 }
 
 // chunk returns how many acquisitions the next statement may carry when
 // the shortest lease among them is lease.
 func (p *pace) chunk(lease time.Duration) int {
-	if p.rate == 0 {
+	if p.per == 0 {
 		return firstRenewChunk
 	}
-	n := int(p.rate * (lease / renewShare).Seconds())
-	return min(max(n, minRenewChunk), renewChunk)
+	target := max((lease / renewShare).Seconds(), 2*p.fixed)
+	n := math.Round((target - p.fixed) / p.per)
+	return int(min(max(n, minRenewChunk), renewChunk))
 }
 
-// late records that a statement of n acquisitions, the shortest lease among
-// them lease, was cut at the end of the leases it carried: the database
-// is slower than measured, and the next statements carry half as many.
-// Halved, not sized to the time the statement took: a statement of a few
-// locks pays mostly its round trips, so a rate that small statements
-// measure would keep every later statement small, and a Locker that
-// fell behind could not catch up.
-func (p *pace) late(n int, lease time.Duration) {
-	if p.rate == 0 {
-		p.rate = float64(n) / (lease / renewShare).Seconds()
+// observe records that n acquisitions were renewed by a statement that
+// took d.
+func (p *pace) observe(n int, d time.Duration) {
+	secs := max(d, time.Microsecond).Seconds()
+	p.rate = average(p.rate, float64(n)/secs)
+	if 2*n < minRenewChunk {
+		p.fixed = average(p.fixed, secs)
+		return
 	}
-	p.rate /= 2
+	// The part of its time that is not the fixed cost, and at least a
+	// quarter of it: an average fixed cost from a slower moment must not
+	// make acquisitions look free.
+	p.per = average(p.per, max(secs-p.fixed, secs/4)/float64(n))
 }
 
-// observe records that n acquisitions, the shortest lease among them
-// lease, were renewed by a statement that took d. A statement also pays a
-// fixed cost (its round trips, the commit), so the rate a statement
-// measures falls with its size: a statement of at least half the chunk
-// moves the rate either way, a smaller one only up. Small statements (a
-// lock or two come due while locks are being taken) used to pull the rate
-// down to what their round trips allow, 200 a second on a loaded MariaDB,
-// and the thousands due together next went out a few hundred a statement,
-// too slowly for their leases.
-func (p *pace) observe(n int, d, lease time.Duration) {
-	r := float64(n) / max(d, time.Microsecond).Seconds()
-	full := 2*n >= p.chunk(lease)
+// average moves avg toward x (or starts it at x).
+func average(avg, x float64) float64 {
+	if avg == 0 {
+		return x
+	}
+	return paceKeep*avg + (1-paceKeep)*x
+}
+
+// late records that a statement of n acquisitions, the shortest lease
+// among them lease, was cut at the end of the leases it carried, avail
+// after it was sent: when that was time enough by the measured costs, the
+// database is slower than measured, and an acquisition is taken to cost
+// twice what it did (the next statements carry half as many). A statement
+// sent with less time than it needed says nothing of the database.
+func (p *pace) late(n int, lease, avail time.Duration) {
 	switch {
-	case p.rate == 0 && full:
-		p.rate = r
-	case p.rate == 0:
-		// Too small to say what a full statement would take.
-	case full || r > p.rate:
-		p.rate = 0.7*p.rate + 0.3*r
+	case p.per == 0:
+		p.per = 2 * (lease / renewShare).Seconds() / float64(n)
+	case avail.Seconds() >= p.fixed+p.per*float64(n):
+		p.per *= 2
 	}
 }
 

@@ -232,48 +232,59 @@ func TestRegistryBeat(t *testing.T) {
 	}
 }
 
-// A statement's size follows the measured rate: its share of the
-// shortest lease, within bounds; the first carries firstRenewChunk. A
-// statement of at least half the chunk moves the rate either way, a
-// smaller one only up; one cut at its leases' end halves it at once.
+// A statement's size follows the measured costs: a fixed one, from small
+// statements, and one per acquisition, from larger ones; it takes its
+// share of the shortest lease, or twice the fixed cost if that is more,
+// within bounds. The first carry firstRenewChunk. A statement cut at its
+// leases' end doubles the cost of an acquisition at once.
 func TestPace(t *testing.T) {
 	var p pace
-	rate := func(want float64, after string) {
+	near := func(got, want float64, what string) {
 		t.Helper()
-		if math.Abs(p.rate-want) > 1e-6 {
-			t.Fatalf("rate %v after %s, want %v", p.rate, after, want)
+		if math.Abs(got-want) > 1e-9*max(1, math.Abs(want)) {
+			t.Fatalf("%s %v, want %v", what, got, want)
 		}
 	}
 	lease := 3 * time.Second // a statement's share: 100 ms
 	if n := p.chunk(lease); n != firstRenewChunk {
 		t.Fatalf("first chunk %d, want %d", n, firstRenewChunk)
 	}
-	p.observe(10, 100*time.Millisecond, lease)
-	rate(0, "a statement of 10 locks")
-	p.observe(3000, 100*time.Millisecond, lease)
-	rate(30000, "a statement of 3000 locks in 0.1 s")
-	if n := p.chunk(lease); n != 3000 {
-		t.Fatalf("chunk %d at 30,000/s for a 3 s lease, want a tenth of a second's worth", n)
+	p.observe(10, 100*time.Millisecond) // its round trips
+	near(p.fixed, 0.1, "fixed cost")
+	if n := p.chunk(lease); n != firstRenewChunk {
+		t.Fatalf("chunk %d before a statement measured an acquisition's cost, want %d", n, firstRenewChunk)
 	}
-	if n := p.chunk(time.Millisecond); n != minRenewChunk {
-		t.Fatalf("chunk %d for a short lease, want the minimum", n)
+	p.observe(1000, 200*time.Millisecond) // 0.1 s fixed, 100 µs each
+	near(p.per, 100e-6, "cost of an acquisition")
+	if n := p.chunk(lease); n != 1000 {
+		t.Fatalf("chunk %d: want what fits in twice the fixed cost, 1000", n)
+	}
+	p.observe(10, 10*time.Millisecond)
+	near(p.fixed, 0.073, "fixed cost")
+	if n := p.chunk(lease); n != 730 {
+		t.Fatalf("chunk %d: want 730", n)
 	}
 	if n := p.chunk(time.Hour); n != renewChunk {
 		t.Fatalf("chunk %d for a long lease, want the maximum", n)
 	}
-	if p.behind(14000) || !p.behind(16000) {
+	slow := pace{per: 0.01}
+	if n := slow.chunk(lease); n != minRenewChunk {
+		t.Fatalf("chunk %d at 10 ms an acquisition, want the minimum", n)
+	}
+	// The statements' own rates: 100, 5000 and 1000 a second.
+	near(p.rate, 0.7*(0.7*100+0.3*5000)+0.3*1000, "rate")
+	if p.behind(p.rate/2-1) || !p.behind(p.rate/2+1) {
 		t.Fatal("behind is not half the measured rate")
 	}
-	p.observe(10, time.Second, lease) // its round trips, mostly
-	rate(30000, "a small slow statement")
-	p.observe(10, 100*time.Microsecond, lease) // 100,000/s
-	rate(51000, "a small fast statement")
-	p.observe(100, time.Second, time.Millisecond) // at least half the minimum chunk
-	rate(35730, "a full slow statement")
-	p.late(700, lease)
-	rate(17865, "a statement that ran out of its leases")
+	p.observe(1000, 50*time.Millisecond) // the fixed cost is older: a quarter
+	near(p.per, 0.7*100e-6+0.3*12.5e-6, "cost of an acquisition")
+	per := p.per
+	p.late(700, lease, time.Millisecond) // sent too late to finish
+	near(p.per, per, "cost of an acquisition after a statement sent too late")
+	p.late(700, lease, time.Second)
+	near(p.per, 2*per, "cost of an acquisition after a statement ran out of its leases")
 	var first pace
-	if first.late(1000, lease); first.chunk(lease) != 500 {
+	if first.late(1000, lease, time.Second); first.chunk(lease) != 500 {
 		t.Fatalf("chunk %d after the first statement, of 1000, ran out of its leases, want 500", first.chunk(lease))
 	}
 }
