@@ -134,6 +134,11 @@ func checkDetails(cfg config, r *Row) []error {
 	case r.DB == string(dblock.Postgres) && r.FlushesPerOp != 0:
 		fail("%s %s g=%d: %v log flushes per op, want none read", r.DB, r.Case, r.Goroutines, r.FlushesPerOp)
 	}
+	if r.Case == "held-locks" {
+		if err := checkHeld(cfg, r); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if h := r.Heartbeat; r.Case == "heartbeat" {
 		if h == nil || h.Held != cfg.held || h.StmtsPerInterval <= 0 || h.RowsPerInterval <= 0 || h.AcquirePerSec <= 0 || h.GoroutinesAfter <= 0 {
 			fail("%s heartbeat: details %+v", r.DB, h)

@@ -53,6 +53,7 @@ type Row struct {
 	Contended    *ContendedStat `json:"contended,omitempty"`
 	Heartbeat    *HeartbeatStat `json:"heartbeat,omitempty"`
 	Idle         *IdleStat      `json:"idle,omitempty"`
+	Held         *HeldStat      `json:"held,omitempty"`
 	Fair         *FairStat      `json:"fair,omitempty"`
 }
 
@@ -124,6 +125,9 @@ func (r Row) cells() []string {
 		if h.FirstLoss != "" {
 			notes += "; first loss: " + h.FirstLoss
 		}
+	case r.Held != nil:
+		p50, p99 = "", ""
+		notes = heldNotes(r.Held)
 	case r.Idle != nil:
 		i := r.Idle
 		notes = fmt.Sprintf("keys woken; p50/p99 wake after release; %d waiters on %d keys held elsewhere: CPU while waiting client %.1f%% of a core, server %s; wake max %s",
@@ -137,7 +141,7 @@ func (r Row) cells() []string {
 			notes += fmt.Sprintf("; log flushes per op %.2f", r.FlushesPerOp)
 		}
 	}
-	if r.StmtsPerOp > 0 && r.Heartbeat == nil && r.Idle == nil {
+	if r.StmtsPerOp > 0 && r.Heartbeat == nil && r.Idle == nil && r.Held == nil {
 		notes = strings.TrimPrefix(notes+fmt.Sprintf("; %.2f stmts/op", r.StmtsPerOp), "; ")
 	}
 	if r.FirstError != "" {

@@ -23,6 +23,7 @@ type config struct {
 	intervals   int           // heartbeat intervals watched
 	jsonPath    string
 	svgPath     string
+	heldSVGPath string // the held-locks case's chart
 	mdPath      string
 	only        map[string]bool // cases to run (with their baselines); nil: all
 	rounds      int             // a case and its baseline alternate in this many slices
@@ -91,7 +92,9 @@ func cases() []benchCase {
 	// What waiting costs: 1,000 goroutines (-idle-waiters) wait for 100
 	// keys held elsewhere.
 	cs = append(cs, benchCase{name: "idle-waiters", gs: []int{idleG}, run: idleWaiters})
-	return append(cs, benchCase{name: "heartbeat", gs: []int{8}, run: heartbeatCost})
+	cs = append(cs, benchCase{name: "heartbeat", gs: []int{8}, run: heartbeatCost})
+	// What holding many locks costs, against how many (held.go).
+	return append(cs, benchCase{name: "held-locks", gs: []int{16}, run: heldLocks})
 }
 
 // extraCases are added by files built with optional tags (advisory_cases.go).
@@ -116,6 +119,9 @@ func run(ctx context.Context, cfg config, out io.Writer) (Report, error) {
 		return rep, err
 	}
 	if err := writeFile(cfg.svgPath, []byte(chartSVG(rep.Rows))); err != nil {
+		return rep, err
+	}
+	if err := writeHeldSVG(cfg, rep.Rows); err != nil {
 		return rep, err
 	}
 	if cfg.mdPath != "" {
