@@ -99,7 +99,7 @@ func (r *Registry[L]) beat(lastErr error) error {
 	defer stop()
 	outage, err := r.renewDue(due, shortest)
 	if !outage {
-		r.warnIfBehind(needed)
+		r.warnIfBehind(needed, shortest)
 	}
 	return err
 }
@@ -233,10 +233,11 @@ func (r *Registry[L]) earliestDeadline() time.Time {
 
 // renewDue renews due (ordered by deadline) in statements sized by the
 // pace, each bounded by the latest deadline it carries: past that it could
-// save none of them. Between statements it adds the locks that came due
-// meanwhile. It returns whether a statement failed or was the first to
-// succeed after failures (such a beat says nothing of the database's
-// pace), and the last statement's error.
+// save none of them. Between statements, while its queue lasts, it adds the
+// locks that came due meanwhile and end sooner (dueRenewals); an empty
+// queue ends the beat. It returns whether a statement failed or was the
+// first to succeed after failures (such a beat says nothing of the
+// database's pace), and the last statement's error.
 func (r *Registry[L]) renewDue(due []L, shortest time.Duration) (outage bool, lastErr error) {
 	for r.ctx.Err() == nil {
 		var chunk []L
@@ -273,7 +274,9 @@ func (r *Registry[L]) renewDue(due []L, shortest time.Duration) (outage bool, la
 		default:
 			r.pace.observe(len(chunk), time.Since(start))
 		}
-		due, shortest, _ = r.dueRenewals(time.Now(), due, shortest)
+		if len(due) > 0 {
+			due, shortest, _ = r.dueRenewals(time.Now(), due, shortest)
+		}
 	}
 	return outage, lastErr
 }
@@ -370,11 +373,11 @@ func (r *Registry[L]) renewChunk(ctx context.Context, chunk []L) error {
 // too slowly for the locks held: before any lease ends, so an operator can
 // add capacity, lengthen the TTL or hold fewer locks. A beat with failed
 // renewals does not warn: the failures were logged, and say more.
-func (r *Registry[L]) warnIfBehind(needed float64) {
-	if !r.pace.behind(needed) || time.Since(r.pace.lastWarn) < paceWarnEvery {
+func (r *Registry[L]) warnIfBehind(needed float64, lease time.Duration) {
+	if !r.pace.behind(needed, lease) || time.Since(r.pace.lastWarn) < paceWarnEvery {
 		return
 	}
 	r.pace.lastWarn = time.Now()
 	r.cfg.Log.Warn("dblock: renewals cannot keep up; leases may end",
-		"held", r.Len(), "renewals_needed_per_s", int(needed), "renewals_done_per_s", int(r.pace.rate))
+		"held", r.Len(), "renewals_needed_per_s", int(needed), "renewals_done_per_s", int(r.pace.capacity(lease)))
 }

@@ -97,9 +97,25 @@ func (p *pace) late(n int, lease, avail time.Duration) {
 	}
 }
 
+// capacity is the renewals a second that the database has shown it can
+// do, for leases of lease: a full statement's acquisitions over its time
+// by the measured costs, or, before a statement larger than a few
+// acquisitions was measured, the statements' own rate.
+func (p *pace) capacity(lease time.Duration) float64 {
+	if p.per == 0 {
+		return p.rate
+	}
+	c := float64(p.chunk(lease))
+	return c / (p.fixed + p.per*c)
+}
+
 // behind reports whether renewals need more than half of the database's
-// measured renewal rate: a slower database, or more locks, would soon let
-// leases end. needed is renewals per second.
-func (p *pace) behind(needed float64) bool {
-	return p.rate > 0 && needed > p.rate/2
+// capacity: a slower database, or more locks, would soon let leases end.
+// needed is renewals per second. The capacity, not the rate of the
+// statements sent: a Locker taking thousands of locks sends many small
+// statements, whose own rate is mostly their round trips, and warned that
+// it could not keep up while it renewed every lock in time.
+func (p *pace) behind(needed float64, lease time.Duration) bool {
+	c := p.capacity(lease)
+	return c > 0 && needed > c/2
 }

@@ -271,10 +271,15 @@ func TestPace(t *testing.T) {
 	if n := slow.chunk(lease); n != minRenewChunk {
 		t.Fatalf("chunk %d at 10 ms an acquisition, want the minimum", n)
 	}
-	// The statements' own rates: 100, 5000 and 1000 a second.
+	// The statements' own rates: 100, 5000 and 1000 a second; the
+	// capacity: 730 acquisitions in 0.073 + 0.073 s.
 	near(p.rate, 0.7*(0.7*100+0.3*5000)+0.3*1000, "rate")
-	if p.behind(p.rate/2-1) || !p.behind(p.rate/2+1) {
-		t.Fatal("behind is not half the measured rate")
+	near(p.capacity(lease), 5000, "capacity")
+	if p.behind(2499, lease) || !p.behind(2501, lease) {
+		t.Fatal("behind is not half the capacity")
+	}
+	if small := (pace{rate: 10, fixed: 0.1}); !small.behind(6, lease) {
+		t.Fatal("before a full statement, behind is not half the statements' rate")
 	}
 	p.observe(1000, 50*time.Millisecond) // the fixed cost is older: a quarter
 	near(p.per, 0.7*100e-6+0.3*12.5e-6, "cost of an acquisition")
