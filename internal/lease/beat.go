@@ -114,46 +114,68 @@ func (r *Registry[L]) beat(lastErr error) error {
 // (tried again at a later beat, not at once, which would spin while the
 // database is down); so a beat ends once its queue is empty.
 func (r *Registry[L]) dueRenewals(now time.Time, queue []L, shortest time.Duration) (due []L, _ time.Duration, needed float64) {
-	var more []L
+	type byDeadline struct {
+		deadline time.Time
+		lk       L
+	}
+	var more []byDeadline
 	var before time.Time
 	if len(queue) > 0 {
 		before = r.deadlineOf(queue[len(queue)-1])
 	}
+	var minInterval time.Duration
 	r.mu.Lock()
 	for lk := range r.held {
 		e := r.entry(lk)
 		needed += 1 / e.interval.Seconds()
+		if minInterval == 0 || e.interval < minInterval {
+			minInterval = e.interval
+		}
 		// Renewed when its next beat is less than half an interval away,
 		// so locks fall into step and share statements.
 		if !e.queued && e.tried != r.beats && !now.Before(e.nextBeat.Add(-e.interval/2)) &&
 			(before.IsZero() || e.deadline.Before(before)) {
 			e.queued = true
-			more = append(more, lk)
+			more = append(more, byDeadline{e.deadline, lk})
 			if shortest == 0 || e.lease < shortest {
 				shortest = e.lease
 			}
 		}
 	}
+	// The next scan within a beat: when the shortest renewal period's half
+	// has passed, or sooner for a lock taken or rechecked meanwhile that is
+	// due early (Register, Recheck).
+	r.rescan, r.nextScan = false, now.Add(minInterval/2)
 	r.mu.Unlock()
 	if len(more) == 0 {
 		return queue, shortest, needed
 	}
-	// Deadlines change only under renewals, which only this goroutine runs.
-	byDeadline := func(a, b L) int { return r.entry(a).deadline.Compare(r.entry(b).deadline) }
-	slices.SortFunc(more, byDeadline)
-	if len(queue) == 0 {
-		return more, shortest, needed
-	}
-	// Merge: a pass over both, not a sort of the whole queue again.
+	// Deadlines change only under renewals, which only this goroutine
+	// runs; sorted with each lock's deadline beside it, not read through
+	// the lock at every comparison.
+	slices.SortFunc(more, func(a, b byDeadline) int { return a.deadline.Compare(b.deadline) })
 	due = make([]L, 0, len(queue)+len(more))
-	for len(queue) > 0 && len(more) > 0 {
-		if byDeadline(more[0], queue[0]) < 0 {
-			due, more = append(due, more[0]), more[1:]
+	for len(queue) > 0 && len(more) > 0 { // merge: a pass over both
+		if more[0].deadline.Before(r.entry(queue[0]).deadline) {
+			due, more = append(due, more[0].lk), more[1:]
 		} else {
 			due, queue = append(due, queue[0]), queue[1:]
 		}
 	}
-	return append(append(due, queue...), more...), shortest, needed
+	due = append(due, queue...)
+	for _, m := range more {
+		due = append(due, m.lk)
+	}
+	return due, shortest, needed
+}
+
+// scanDue reports whether a beat under way should look for locks that
+// came due meanwhile (dueRenewals): a pass over every held lock, so not
+// after every statement of a beat of 100,000 locks.
+func (r *Registry[L]) scanDue(now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rescan || !now.Before(r.nextScan)
 }
 
 // nextChunk takes from due (ordered by deadline) the locks of the next
@@ -274,8 +296,8 @@ func (r *Registry[L]) renewDue(due []L, shortest time.Duration) (outage bool, la
 		default:
 			r.pace.observe(len(chunk), time.Since(start))
 		}
-		if len(due) > 0 {
-			due, shortest, _ = r.dueRenewals(time.Now(), due, shortest)
+		if now := time.Now(); len(due) > 0 && r.scanDue(now) {
+			due, shortest, _ = r.dueRenewals(now, due, shortest)
 		}
 	}
 	return outage, lastErr

@@ -120,6 +120,10 @@ type Registry[L comparable] struct {
 	// its tag without computing it again (TagOf is an HMAC).
 	keyTags map[string]string
 	wakeAt  time.Time // when the loop next wakes (zero: not yet known)
+	// A beat under way looks again for locks due (dueRenewals) at
+	// nextScan, or at once when rescan is set.
+	rescan   bool
+	nextScan time.Time
 
 	kick  chan struct{} // wakes the loop for a lock due before wakeAt
 	kicks atomic.Int64  // kicks the loop received
@@ -210,6 +214,7 @@ func (r *Registry[L]) Register(lk L) bool {
 	// not be overslept.
 	kick := r.wakeAt.IsZero() || e.deadline.Before(r.wakeAt) ||
 		e.nextBeat.Before(r.wakeAt.Add(-e.interval/8))
+	r.rescan = r.rescan || kick // a beat under way looks for it
 	r.mu.Unlock()
 	if first {
 		r.hooks.Held(lk)
@@ -348,6 +353,7 @@ func (r *Registry[L]) Recheck(tag string) {
 				e.nextBeat = now.Add(-e.interval)
 			}
 		}
+		r.rescan = true
 	}
 	r.mu.Unlock()
 	if ok {
