@@ -86,7 +86,7 @@ func linePanel(b *strings.Builder, x0 int, title string, ss []series) {
 		if hi <= lo {
 			return float64(x0) + panelW/2
 		}
-		return float64(x0) + 20 + (math.Log10(x)-math.Log10(lo))/(math.Log10(hi)-math.Log10(lo))*(panelW-40)
+		return float64(x0) + 30 + (math.Log10(x)-math.Log10(lo))/(math.Log10(hi)-math.Log10(lo))*(panelW-60)
 	}
 	py := func(y float64) float64 { return plotBottom - y/top*float64(plotBottom-plotTop) }
 	var dbs []string
