@@ -22,11 +22,12 @@ import (
 // square of the locks, so past ~7,000 locks it never finished in time and
 // every lock was lost at once. The lease is sized to the machine, measured
 // first: the rate at which this Locker renews 1,000 locks, and a lease
-// twenty times what 10,000 take at that rate (10 s at least). A cost per lock that
-// grew with the locks still loses them (the renewals of 10,000 would take
-// the whole lease); a machine made slower by other work does not (on a
-// loaded 2-core machine, 3 s for 10,000 lost 4,333 on MariaDB, and TiDB
-// needed 10 s).
+// twenty times what 10,000 take at that rate (10 s at least). A cost per
+// lock that grew with the square of the locks (ten times as much at 10,000
+// as at 1,000) still loses them: each round of renewals would take half
+// the lease, and every lock needs one every third of it. A machine made
+// slower by other work does not (on a loaded 2-core machine, 3 s for
+// 10,000 lost 4,333 on MariaDB, and TiDB needed 10 s).
 func TestRenewalScales(t *testing.T) {
 	if testing.Short() {
 		t.Skip("takes 10,000 locks per database")
