@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/dblockhq/dblock"
 	"github.com/dblockhq/dblock/internal/dbtest"
@@ -186,4 +187,111 @@ func pgEnv(t *testing.T, dsn, schema string) []string {
 		env = append(env, "PGSSLMODE="+mode)
 	}
 	return env
+}
+
+// TestDocLinks holds the documentation's relative links to what they name:
+// every [text](target) in README.md, CONTRIBUTING.md, bench/README.md and
+// docs/*.md whose target is not a URL must name a file of the repository
+// and, with #anchor, a heading of that Markdown file, by the anchors GitHub
+// makes (lower case; letters, digits, '_' and '-' kept, spaces made '-',
+// the rest dropped; "-1", "-2" after a repeated heading). Links in fenced
+// code blocks are not links.
+func TestDocLinks(t *testing.T) {
+	files := []string{"README.md", "CONTRIBUTING.md", "bench/README.md"}
+	docs, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, docs...)
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	anchorsOf := map[string]map[string]bool{}
+	checked := 0
+	for _, file := range files {
+		md, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range markdownProse(string(md)) {
+			for _, m := range link.FindAllStringSubmatch(line, -1) {
+				target := m[1]
+				if regexp.MustCompile(`^[a-z]+:`).MatchString(target) {
+					continue
+				}
+				checked++
+				path, anchor, _ := strings.Cut(target, "#")
+				full := file
+				if path != "" {
+					full = filepath.Join(filepath.Dir(file), path)
+				}
+				if _, err := os.Stat(full); err != nil {
+					t.Errorf("%s:%d: link %s: %v", file, i+1, target, err)
+					continue
+				}
+				if anchor == "" || !strings.HasSuffix(full, ".md") {
+					continue
+				}
+				if anchorsOf[full] == nil {
+					b, err := os.ReadFile(full)
+					if err != nil {
+						t.Fatal(err)
+					}
+					anchorsOf[full] = markdownAnchors(string(b))
+				}
+				if !anchorsOf[full][anchor] {
+					t.Errorf("%s:%d: link %s: %s has no heading with the anchor #%s", file, i+1, target, full, anchor)
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no relative link found: the test reads nothing")
+	}
+}
+
+// markdownProse returns md's lines with those of fenced code blocks (and
+// the fences) blanked, so that line numbers stay.
+func markdownProse(md string) []string {
+	lines := strings.Split(md, "\n")
+	fenced := false
+	for i, l := range lines {
+		if strings.HasPrefix(strings.TrimSpace(l), "```") {
+			fenced = !fenced
+			lines[i] = ""
+			continue
+		}
+		if fenced {
+			lines[i] = ""
+		}
+	}
+	return lines
+}
+
+// markdownAnchors returns the anchors GitHub gives md's headings.
+func markdownAnchors(md string) map[string]bool {
+	anchors := map[string]bool{}
+	seen := map[string]int{}
+	heading := regexp.MustCompile(`^#{1,6}\s+(.*?)\s*#*\s*$`)
+	for _, l := range markdownProse(md) {
+		m := heading.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		var slug strings.Builder
+		for _, r := range strings.ToLower(m[1]) {
+			switch {
+			case unicode.IsLetter(r), unicode.IsDigit(r), r == '_', r == '-':
+				slug.WriteRune(r)
+			case r == ' ':
+				slug.WriteRune('-')
+			}
+		}
+		s := slug.String()
+		if n := seen[s]; n > 0 {
+			anchors[fmt.Sprintf("%s-%d", s, n)] = true
+		} else {
+			anchors[s] = true
+		}
+		seen[s]++
+	}
+	return anchors
 }
