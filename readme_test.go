@@ -204,6 +204,7 @@ func TestDocLinks(t *testing.T) {
 	}
 	files = append(files, docs...)
 	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	url := regexp.MustCompile(`^[a-z]+:`)
 	anchorsOf := map[string]map[string]bool{}
 	checked := 0
 	for _, file := range files {
@@ -214,7 +215,7 @@ func TestDocLinks(t *testing.T) {
 		for i, line := range markdownProse(string(md)) {
 			for _, m := range link.FindAllStringSubmatch(line, -1) {
 				target := m[1]
-				if regexp.MustCompile(`^[a-z]+:`).MatchString(target) {
+				if url.MatchString(target) {
 					continue
 				}
 				checked++
