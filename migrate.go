@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/dblockhq/dblock/internal/dberr"
 	"github.com/dblockhq/dblock/internal/dialect"
@@ -28,7 +29,9 @@ func SchemaVersion() int64 {
 // It applies only what is missing, so calling it again is harmless; concurrent
 // calls from many processes are serialised by a database lock
 // (pg_advisory_lock, GET_LOCK, or on SQLite a BEGIN IMMEDIATE transaction
-// holding the migration); and it refuses, with ErrSchemaTooNew, a database
+// holding the migration), taken again on another connection when the one it
+// was being taken on is lost (up to 3 times); and it refuses, with
+// ErrSchemaTooNew, a database
 // migrated by a newer dblock. It needs DDL privileges; the locks do not.
 func Migrate(ctx context.Context, db *sql.DB, opts ...Option) (err error) {
 	if db == nil {
@@ -46,15 +49,11 @@ func Migrate(ctx context.Context, db *sql.DB, opts ...Option) (err error) {
 		return err
 	}
 	defer func() { err = dberr.WithPreparedFix(err) }()
-	conn, err := db.Conn(ctx)
+	conn, unlock, err := migrationLock(ctx, db, d, c.table)
 	if err != nil {
-		return fmt.Errorf("dblock: migrate: %w", err)
+		return err
 	}
 	defer conn.Close()
-	unlock, err := d.MigrateLock(ctx, conn, c.table)
-	if err != nil {
-		return fmt.Errorf("dblock: migrate: taking the migration lock: %w", err)
-	}
 	defer func() {
 		if uerr := unlock(); uerr != nil {
 			// The session still holds the lock: make sure the pool drops it.
@@ -80,4 +79,42 @@ func Migrate(ctx context.Context, db *sql.DB, opts ...Option) (err error) {
 		c.logger.Info("dblock: history on", "table", c.table)
 	}
 	return nil
+}
+
+// lockAttempts bounds how often Migrate takes its lock on a new connection
+// after the last one was lost.
+const lockAttempts = 3
+
+// migrationLock takes the migration lock on a connection of db's and
+// returns both. A connection lost before the lock is had (a pooler's
+// restart, a failover) is dropped, and the lock taken again on another,
+// up to lockAttempts times: nothing was migrated yet, and the server ends
+// a lost session's lock with it.
+func migrationLock(ctx context.Context, db *sql.DB, d dialect.Dialect, table string) (*sql.Conn, func() error, error) {
+	for attempt := 1; ; attempt++ {
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("dblock: migrate: %w", err)
+		}
+		unlock, err := d.MigrateLock(ctx, conn, table)
+		if err == nil {
+			return conn, unlock, nil
+		}
+		lost := dberr.Conn(err) && ctx.Err() == nil
+		if lost {
+			dialect.Discard(conn)
+		} else {
+			_ = conn.Close()
+		}
+		if !lost || attempt == lockAttempts {
+			return nil, nil, fmt.Errorf("dblock: migrate: taking the migration lock: %w", err)
+		}
+		t := time.NewTimer(time.Duration(attempt) * 100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil, fmt.Errorf("dblock: migrate: taking the migration lock: %w", errors.Join(err, ctx.Err()))
+		case <-t.C:
+		}
+	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dblockhq/dblock"
 	"github.com/dblockhq/dblock/internal/dbtest"
+	"github.com/dblockhq/dblock/internal/faultproxy"
 	"github.com/dblockhq/dblock/schema"
 )
 
@@ -271,5 +272,46 @@ func TestMigrateRejectsLockerOptions(t *testing.T) {
 		if !strings.HasPrefix(e.Error(), "dblock: ") {
 			t.Errorf("%q does not start with \"dblock: \"", e)
 		}
+	}
+}
+
+// TestMigrateRidesALostLockConnection: the connection Migrate takes its
+// migration lock on is lost while the lock statement is in flight (a
+// pooler's restart, a failover): Migrate takes the lock again on another
+// connection and migrates, instead of failing with the lost connection.
+func TestMigrateRidesALostLockConnection(t *testing.T) {
+	for _, tc := range []struct {
+		d      dblock.Dialect
+		marker string
+	}{
+		{dblock.Postgres, "pg_advisory_lock"},
+		{dblock.MySQL, "GET_LOCK"},
+	} {
+		t.Run(string(tc.d), func(t *testing.T) {
+			db, p := proxied(t, tc.d)
+			table := dbtest.TableName()
+			t.Cleanup(func() { dbtest.Drop(t, dbtest.Open(t, tc.d), tc.d, table) })
+			p.StallRepliesAfter([]byte(tc.marker))
+			done := make(chan error, 1)
+			go func() {
+				done <- dblock.Migrate(ctxT(t, time.Minute), db, dblock.WithTable(table))
+			}()
+			eventually(t, 30*time.Second, time.Millisecond, "the lock statement sent", func() bool {
+				return p.Mode() == faultproxy.StallReplies
+			})
+			p.Cut()
+			p.SetMode(faultproxy.Forward)
+			if err := <-done; err != nil {
+				t.Fatalf("Migrate after its lock's connection was lost: %v", err)
+			}
+			l, err := dblock.New(db, dblock.WithTable(table))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			if err := mustLock(t)(l.TryLock(ctxT(t, 10*time.Second), "k")).Unlock(ctxT(t, 10*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

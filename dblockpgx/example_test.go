@@ -19,7 +19,7 @@ func examplePool(ctx context.Context) *pgxpool.Pool {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := dblockpgx.Migrate(ctx, pool, dblock.WithTable("example_locks")); err != nil {
+	if err := dblockpgx.Migrate(ctx, pool, dblock.WithTable("example_pgx_locks")); err != nil {
 		log.Fatal(err)
 	}
 	return pool
@@ -31,7 +31,7 @@ func Example() {
 	ctx := context.Background()
 	pool := examplePool(ctx)
 	defer pool.Close() // after the Locker's Close, which gives its connections back
-	locker, err := dblockpgx.New(pool, dblock.WithTable("example_locks"))
+	locker, err := dblockpgx.New(pool, dblock.WithTable("example_pgx_locks"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func ExampleLockTx() {
 			log.Fatal(err)
 		}
 	}
-	locker, err := dblockpgx.New(pool, dblock.WithTable("example_locks"))
+	locker, err := dblockpgx.New(pool, dblock.WithTable("example_pgx_locks"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func ExampleCheck() {
 	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS example_pgx_reports (day date)`); err != nil {
 		log.Fatal(err)
 	}
-	locker, err := dblockpgx.New(pool, dblock.WithTable("example_locks"))
+	locker, err := dblockpgx.New(pool, dblock.WithTable("example_pgx_locks"))
 	if err != nil {
 		log.Fatal(err)
 	}

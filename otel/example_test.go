@@ -37,10 +37,10 @@ func Example_prometheus() {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	if err := dblock.Migrate(context.Background(), db, dblock.WithTable("example_locks")); err != nil {
+	if err := dblock.Migrate(context.Background(), db, dblock.WithTable("example_otel_locks")); err != nil {
 		log.Fatal(err)
 	}
-	locker, err := dblock.New(db, dblock.WithTable("example_locks"), dblock.WithObserver(obs))
+	locker, err := dblock.New(db, dblock.WithTable("example_otel_locks"), dblock.WithObserver(obs))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -34,6 +34,11 @@ import (
 // read-only every statement fails, and each would otherwise start one.
 const Every = 250 * time.Millisecond
 
+// MaxSweep bounds the connections one sweep asks: while every new
+// connection still reaches the read-only server, each sweep opens and
+// closes at most this many.
+const MaxSweep = 16
+
 // probeTimeout bounds one connection's checkout and question.
 const probeTimeout = time.Second
 
@@ -88,11 +93,15 @@ func (d *Dropper) Dropped() int64 {
 // sweep asks each connection idle in the pool when it starts whether its
 // server is read-only, and closes those that are (or whose question failed
 // on the connection). It keeps the connections it asked until the end, so
-// that it does not take one twice. It asks one at least: a pool that keeps
-// none idle (stdlib.OpenDBFromPool gives each back to its pgxpool.Pool at
-// once) hands out the one given back last, most likely the one refused.
+// that it does not take one twice. When database/sql sees none idle, it
+// asks one, and after each read-only one the next, up to MaxSweep: a pool
+// that keeps none idle itself (stdlib.OpenDBFromPool gives each back to
+// its pgxpool.Pool at once) holds its idle connections where database/sql
+// cannot count them, and hands them out one by one; the sweep ends there
+// at the first connection whose server takes writes.
 func (d *Dropper) sweep() {
-	n, dropped := max(d.db.Stats().Idle, 1), int64(0)
+	idle, dropped := d.db.Stats().Idle, int64(0)
+	n := max(idle, 1)
 	var kept []*sql.Conn
 	defer func() {
 		for _, c := range kept {
@@ -106,8 +115,9 @@ func (d *Dropper) sweep() {
 			d.log.Warn("dblock: closed pooled connections to a server that takes no writes (a writer turned reader after a failover?); new ones are opened as needed", "closed", dropped)
 		}
 	}()
-	for i := range n {
-		if d.ctx.Err() != nil || i > 0 && d.db.Stats().Idle == 0 {
+	lastReadOnly := false
+	for i := 0; i < MaxSweep; i++ {
+		if d.ctx.Err() != nil || i >= n && !(idle == 0 && lastReadOnly) || i > 0 && i < n && d.db.Stats().Idle == 0 {
 			return
 		}
 		ctx, cancel := context.WithTimeout(d.ctx, probeTimeout)
@@ -119,7 +129,8 @@ func (d *Dropper) sweep() {
 		var ro bool
 		err = c.QueryRowContext(ctx, d.query).Scan(&ro)
 		cancel()
-		if ro || dberr.Conn(err) {
+		lastReadOnly = ro || dberr.Conn(err)
+		if lastReadOnly {
 			dialect.Discard(c)
 			dropped++
 			continue
