@@ -3,6 +3,7 @@ package dblocktest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -121,6 +122,32 @@ func TestTakeOver(t *testing.T) {
 	}
 	if _, err := l.TryLock(ctx, "job"); err != nil {
 		t.Errorf("TryLock after the new owner's Unlock: %v", err)
+	}
+}
+
+// TakeOver beside a Locker's renewals, which write every heartbeat: its
+// transaction meets a writer at work, and must wait or try again, not
+// fail with SQLite's "database is locked".
+func TestTakeOverBesideRenewals(t *testing.T) {
+	ctx := context.Background()
+	l := dblocktest.New(t)
+	for i := range 20 {
+		if _, err := l.Lock(ctx, fmt.Sprintf("renewed-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 30 {
+		lk, err := l.Lock(ctx, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		taker := dblocktest.TakeOver(t, l, "job")
+		if err := lost(t, lk); !errors.Is(err, dblock.ErrTakenOver) {
+			t.Fatalf("Err after TakeOver: %v, want ErrTakenOver", err)
+		}
+		if err := taker.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"strings"
 	"time"
 
@@ -45,8 +46,19 @@ func (s *sqliteDialect) SetData(ctx context.Context, q dialect.Querier, key, own
 // ForceRelease releases the live row in place if it is still the
 // acquisition read: SQLite's RETURNING shows the row as updated, not as it
 // was, and q may be a pool, where no transaction spans two calls.
+//
+// In a transaction it first takes the file's write lock, with a write that
+// changes nothing: a transaction that read first and then wrote would fail
+// at its write with SQLITE_BUSY_SNAPSHOT whenever another connection
+// committed in between (renewals do, every heartbeat), instead of waiting
+// its busy_timeout for the writer as a write at the start does.
 func (s *sqliteDialect) ForceRelease(ctx context.Context, q dialect.Querier, key string) (dialect.Info, bool, error) {
 	r := s.adminReplacer()
+	if _, ok := q.(*sql.Tx); ok {
+		if _, err := q.ExecContext(ctx, r.Replace(`UPDATE {t} SET depth = depth WHERE 0`)); err != nil {
+			return dialect.Info{}, false, err
+		}
+	}
 	return dialect.ReleaseIfUnchanged(ctx, q, key, s.getSQL,
 		r.Replace(`UPDATE {t} SET depth = 0, memo = '', lease_ms = 0, update_time = {now}
 WHERE key_id = ?1 AND memo = ?2 AND token = ?3 AND depth = ?4 AND NOT ({expired})`))
