@@ -245,3 +245,41 @@ func TestPostgresReapWaitsForAcquires(t *testing.T) {
 		t.Fatalf("Reap when idle = %d, %v; want 1", n, err)
 	}
 }
+
+// A row another transaction holds locked (LockTx, a hand-run UPDATE) is
+// skipped by the reap, which goes on past it: every other dead row is
+// deleted in the same Reap, however many batches that takes.
+func TestReapPastLockedRow(t *testing.T) {
+	dbtest.EachServer(t, func(t *testing.T, d dblock.Dialect) {
+		const dead = 1100 // more than two batches
+		ctx := ctxT(t, 2*time.Minute)
+		l, db, table := dbtest.Locker(t, d)
+		for i := range dead {
+			lk := mustLock(t)(l.TryLock(ctx, fmt.Sprintf("dead-%04d", i)))
+			if err := lk.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		// The first row in key order: the first every scan meets.
+		if _, err := tx.ExecContext(ctx, "SELECT 1 FROM "+table+" WHERE key_id = 'dead-0000' FOR UPDATE"); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := l.Reap(ctx); err != nil || n != dead-1 {
+			t.Fatalf("Reap past a locked row = %d, %v; want %d, nil", n, err, dead-1)
+		}
+		if got := countRows(t, db, table); got != 1 {
+			t.Fatalf("%d rows left; want the locked one", got)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := l.Reap(ctx); err != nil || n != 1 {
+			t.Fatalf("Reap once the row is free = %d, %v; want 1, nil", n, err)
+		}
+	})
+}

@@ -131,7 +131,9 @@ WHERE key_id IN ({keys}) AND (key_id, token) IN ({refs}) AND depth > 0 AND NOT (
 SELECT floor_token FROM {fence} WHERE id = 1 FOR UPDATE
 
 -- name: reapScan
-SELECT key_id FROM {t} WHERE depth = 0 OR {expired} LIMIT ?
+-- The candidates from a key on (a batch reads on past the rows it finds
+-- locked), in key order: the primary key's.
+SELECT key_id FROM {t} WHERE key_id >= ? AND (depth = 0 OR {expired}) ORDER BY key_id LIMIT ?
 
 -- name: reapLock
 SELECT key_id, token FROM {t} FORCE INDEX (PRIMARY) WHERE key_id IN ({keys}) AND (depth = 0 OR {expired}) FOR UPDATE {skipLocked}
@@ -143,7 +145,13 @@ SELECT key_id, token FROM {t} FORCE INDEX (PRIMARY) WHERE key_id IN ({keys}) AND
 UPDATE {fence} SET floor_token = GREATEST(floor_token, ?) WHERE id = 1
 
 -- name: reapDel
-DELETE FROM {t} WHERE key_id IN ({keys})
+-- The keys ({keys}: SELECT ? AS key_id UNION ALL ...) are joined to the
+-- table, which is read by primary key only: with many keys in the list
+-- (200 and more, or most of a small table) a DELETE ... WHERE key_id IN
+-- scans the table, FORCE INDEX or not, and a scan waits on every row
+-- another transaction holds locked (a LockTx, a renewal), not only on
+-- those it deletes (this batch locked those already).
+DELETE l FROM ({keys}) AS k STRAIGHT_JOIN {t} AS l ON l.key_id = k.key_id
 
 -- name: cycleMany
 -- cycleMany runs many calls, takes in place of released keys and

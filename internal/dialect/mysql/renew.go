@@ -178,11 +178,10 @@ func (m *mysqlDialect) Reap(ctx context.Context, db *sql.DB, limit int) (keys []
 	if err != nil {
 		return nil, err
 	}
-	// READ COMMITTED: the DELETE may scan the whole table (single-table
-	// DELETE takes no index hint); at this level InnoDB releases the rows
-	// that do not match at once and takes no gap locks, so live locks are
-	// not blocked until the batch commits. Locking reads (the fence, the
-	// candidates) still see and lock the latest rows.
+	// READ COMMITTED: no gap locks, so live locks are not blocked until
+	// the batch commits; the DELETE reads the primary key only (reapDel),
+	// so it never waits on a row another transaction holds. Locking reads
+	// (the fence, the candidates) still see and lock the latest rows.
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, err
@@ -198,32 +197,48 @@ func (m *mysqlDialect) Reap(ctx context.Context, db *sql.DB, limit int) (keys []
 	if err := tx.QueryRowContext(ctx, m.reapFenceSQL).Scan(&floor); err != nil {
 		return nil, err
 	}
-	rows, err := tx.QueryContext(ctx, m.reapScan, limit)
-	if err != nil {
-		return nil, err
-	}
-	cand, err := dialect.ScanStrings(rows)
-	if err != nil || len(cand) == 0 {
-		return nil, errors.Join(err, tx.Commit())
-	}
-	refs := make([]dialect.Ref, len(cand))
-	for i, k := range cand {
-		refs[i].Key = k
-	}
-	locked, err := m.lockRows(ctx, tx, refs, func(refs []dialect.Ref) (string, []any) {
-		args := make([]any, len(refs))
-		for i, r := range refs {
-			args[i] = r.Key
-		}
-		return strings.Replace(m.reapLockSQL, "{keys}", dialect.Placeholders("?", len(refs)), 1), args
-	})
-	if err != nil {
-		return nil, err
-	}
+	// The candidates are read without locks, then locked skipping those
+	// another transaction holds: the batch reads on past those, so that
+	// it is full (and Reap goes on to the next) while dead rows remain.
 	var top int64
-	for r := range locked {
-		keys = append(keys, r.Key)
-		top = max(top, r.Token)
+	for from := ""; len(keys) < limit; {
+		want := limit - len(keys)
+		rows, err := tx.QueryContext(ctx, m.reapScan, from, want)
+		if err != nil {
+			return nil, err
+		}
+		cand, err := dialect.ScanStrings(rows)
+		if err != nil {
+			return nil, err
+		}
+		if len(cand) == 0 {
+			break
+		}
+		refs := make([]dialect.Ref, len(cand))
+		for i, k := range cand {
+			refs[i].Key = k
+		}
+		locked, err := m.lockRows(ctx, tx, refs, func(refs []dialect.Ref) (string, []any) {
+			args := make([]any, len(refs))
+			for i, r := range refs {
+				args[i] = r.Key
+			}
+			return strings.Replace(m.reapLockSQL, "{keys}", dialect.Placeholders("?", len(refs)), 1), args
+		})
+		if err != nil {
+			return nil, err
+		}
+		for r := range locked {
+			keys = append(keys, r.Key)
+			top = max(top, r.Token)
+		}
+		if len(cand) < want {
+			break // the scan reached the end
+		}
+		from = cand[len(cand)-1] + "\x00" // the next key in byte order
+	}
+	if len(keys) == 0 {
+		return nil, tx.Commit()
 	}
 	slices.Sort(keys)
 	if top > floor {
@@ -231,14 +246,17 @@ func (m *mysqlDialect) Reap(ctx context.Context, db *sql.DB, limit int) (keys []
 			return nil, err
 		}
 	}
-	if len(keys) > 0 {
-		args := make([]any, 0, len(keys))
-		for _, k := range keys {
-			args = append(args, k)
-		}
-		if _, err = m.exec(ctx, tx, keys, strings.Replace(m.reapDelSQL, "{keys}", dialect.Placeholders("?", len(keys)), 1), args...); err != nil {
-			return nil, err
-		}
+	args := make([]any, 0, len(keys))
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	if _, err = m.exec(ctx, tx, keys, strings.Replace(m.reapDelSQL, "{keys}", keyRows(len(keys)), 1), args...); err != nil {
+		return nil, err
 	}
 	return keys, tx.Commit()
+}
+
+// keyRows is a derived table of n keys, one per placeholder, as key_id.
+func keyRows(n int) string {
+	return strings.TrimSuffix(strings.Repeat("SELECT ? AS key_id UNION ALL ", n), " UNION ALL ")
 }
