@@ -106,6 +106,35 @@ func TestBellsQuietIdleWaiters(t *testing.T) {
 	}
 }
 
+// Waiters on more keys than one read holds (the idle poller reads 512
+// at a time) sleep on bells too: the names' holders are read in as many
+// statements as the keys' rows.
+func TestBellsQuietManyKeys(t *testing.T) {
+	if distributed(t) {
+		t.Skip("TiDB has no bells: TestBellsQuietIdleWaiters checks that")
+	}
+	ctx := ctxT(t, 2*time.Minute)
+	holder, _, table := dbtest.Locker(t, dblock.MySQL)
+	db := dbtest.Open(t, dblock.MySQL)
+	db.SetMaxOpenConns(16) // 600 waiters, not 600 connections
+	waiter := lockerOn(t, db, table)
+	const n = 600
+	held, got := holdIdle(t, ctx, holder, waiter, "many", n)
+	// A round that began once all were cold has ended (a round is
+	// counted as it begins): it read all the keys.
+	r0 := dblock.IdleRounds(waiter)
+	eventually(t, time.Minute, 2*time.Millisecond, "two more idle rounds", func() bool { return dblock.IdleRounds(waiter) >= r0+2 })
+	if !dblock.BellsQuiet(waiter) {
+		t.Fatalf("the idle poller polls %d waiters whose keys all have a bell", n)
+	}
+	rings := dblock.BellRings(waiter)
+	unlockAll(t, ctx, held)
+	waitAll(t, ctx, got, n)
+	if dblock.BellRings(waiter) == rings {
+		t.Error("the waiters were woken, but no ring was heard")
+	}
+}
+
 // A bell session that dies (here killed; a network cut, a server restart)
 // costs the holder nothing, and its listeners fall back to polling: the
 // server frees the session's names, which wakes them, and they find no

@@ -11,6 +11,10 @@ import (
 	"github.com/dblockhq/dblock/internal/dialect"
 )
 
+// refsBatch bounds the keys of one read of their names' holders (MySQL
+// lists, padded to a power of two), as the idle poller's reads of rows.
+const refsBatch = 512
+
 // Ears is the waiter's side of bells: while every key the idle poller
 // watches is held under a belled name, by at most len(slots) sessions, the
 // poller stops its rounds, and one listener per holding session blocks on
@@ -79,9 +83,13 @@ func (e *Ears) Stop() {
 func (e *Ears) Refs(keys []string) (holders []int64, bells map[int64]int) {
 	ctx, cancel := context.WithTimeout(e.h.Ctx, Wait)
 	defer cancel()
-	holders, err := e.d.Holders(ctx, e.h.Q, keys)
-	if err != nil {
-		return nil, nil
+	holders = make([]int64, 0, len(keys))
+	for b := range slices.Chunk(keys, refsBatch) {
+		h, err := e.d.Holders(ctx, e.h.Q, b)
+		if err != nil {
+			return nil, nil
+		}
+		holders = append(holders, h...)
 	}
 	var ids []int64
 	for _, h := range holders {

@@ -248,7 +248,7 @@ func (p *Idle) loop() {
 func (p *Idle) round(keys []string) (found, quiet, ok bool) {
 	var holders []int64
 	var rings map[int64]int
-	if p.ears.Enabled() && len(keys) <= idleBatch {
+	if p.ears.Enabled() {
 		holders, rings = p.ears.Refs(keys)
 	}
 	found, held, ok := p.wakeFree(keys)
