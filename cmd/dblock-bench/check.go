@@ -134,6 +134,18 @@ func checkDetails(cfg config, r *Row) []error {
 	case r.DB == string(dblock.Postgres) && r.FlushesPerOp != 0:
 		fail("%s %s g=%d: %v log flushes per op, want none read", r.DB, r.Case, r.Goroutines, r.FlushesPerOp)
 	}
+	if s := r.Soak; r.Case == "soak" {
+		if s == nil || len(s.Samples) < 2 || s.RateLastFirst <= 0 || s.SizeLastFirst <= 0 {
+			fail("%s soak: details %+v", r.DB, s)
+		} else if z := s.Samples[len(s.Samples)-1]; z.TableBytes <= 0 || (r.DB == string(dblock.Postgres)) != (z.DeadTuples >= 0) || (r.DB == string(dblock.MySQL)) != (z.HistoryLen >= 0) {
+			fail("%s soak: last sample %+v", r.DB, z)
+		}
+	}
+	if s := r.Rows; r.Case == "table-rows" {
+		if s == nil || len(s.Points) != len(cfg.idleKeys) || s.ReapRows < 1000*cfg.idleKeys[len(cfg.idleKeys)-1] || s.ReapSeconds <= 0 {
+			fail("%s table-rows: details %+v, want %d points and a reap of every row", r.DB, s, len(cfg.idleKeys))
+		}
+	}
 	if r.Case == "held-locks" {
 		if err := checkHeld(cfg, r); err != nil {
 			errs = append(errs, err)

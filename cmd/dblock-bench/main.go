@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"time"
 
@@ -74,7 +75,12 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.StringVar(&cfg.heldSVGPath, "held-svg", "bench/results/held.svg", "SVG chart of the held-locks case (CPU and heap against held locks)")
 	fs.StringVar(&cfg.mdPath, "md", "", "markdown table output file (none if empty)")
 	fs.IntVar(&cfg.rounds, "rounds", 12, "a case and its baseline alternate in this many slices of -duration/rounds")
-	fs.IntVar(&cfg.idleKeys, "idle-keys", 0, "released rows (in thousands) put in the lock table first, as in a table many keys have used")
+	idleKeys := fs.String("idle-keys", "0", "released rows (in thousands), as in a table many keys have used: the first count is put in the lock table first; the table-rows case measures each count of this comma-separated list in turn (e.g. 1,100,1000)")
+	fs.DurationVar(&cfg.soak, "soak", 30*time.Minute, "how long the soak case churns (-check: 1s unless set)")
+	fs.DurationVar(&cfg.soakEvery, "soak-every", 30*time.Second, "the soak case's sampling period (-check: 250ms unless set)")
+	fs.IntVar(&cfg.soakKeys, "soak-keys", 100000, "keys the soak case's churn draws from (-check: 1000 unless set)")
+	fs.StringVar(&cfg.soakSVGPath, "soak-svg", "bench/results/soak.svg", "SVG chart of the soak case (throughput and table size against time)")
+	fs.StringVar(&cfg.rowsSVGPath, "rows-svg", "bench/results/table-rows.svg", "SVG chart of the table-rows case (latency against released rows)")
 	fs.IntVar(&idleG, "idle-waiters", 1000, "goroutines of the idle-waiters case, which wait for its 100 keys (at least 100)")
 	fs.IntVar(&cfg.mysqlPID, "mysql-pid", 0, "process ID of a local mysqld/mariadbd: adds its CPU time per operation to the notes")
 	fs.IntVar(&cfg.postgresPID, "postgres-pid", 0, "process ID of a local PostgreSQL postmaster: adds its and its backends' CPU time per operation to the notes")
@@ -85,6 +91,26 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		return cfg, err
 	}
 	cfg.dsns = map[dblock.Dialect]string{dblock.Postgres: *pgDSN, dblock.MySQL: *myDSN}
+	for _, f := range strings.Split(*idleKeys, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 || len(cfg.idleKeys) > 0 && n <= cfg.idleKeys[len(cfg.idleKeys)-1] {
+			return cfg, usage(fs, "-idle-keys must be counts of thousands, growing, not %q", *idleKeys)
+		}
+		cfg.idleKeys = append(cfg.idleKeys, n)
+	}
+	if cfg.check { // the smoke run's soak: seconds, not half an hour
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["soak"] {
+			cfg.soak = time.Second
+		}
+		if !set["soak-every"] {
+			cfg.soakEvery = 250 * time.Millisecond
+		}
+		if !set["soak-keys"] {
+			cfg.soakKeys = 1000
+		}
+	}
 	if *only != "" {
 		known := map[string]string{}
 		for _, c := range cases() {
@@ -125,6 +151,10 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		return cfg, usage(fs, "-rounds must be at least 1")
 	case cfg.intervals < 1:
 		return cfg, usage(fs, "-intervals must be at least 1")
+	case cfg.soak <= 0 || cfg.soakEvery <= 0 || cfg.soakEvery > cfg.soak:
+		return cfg, usage(fs, "-soak and -soak-every must be positive, -soak-every at most -soak")
+	case cfg.soakKeys < 1:
+		return cfg, usage(fs, "-soak-keys must be at least 1")
 	case idleG < 100:
 		return cfg, usage(fs, "-idle-waiters must be at least 100 (one per key)")
 	case fs.NArg() > 0:

@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func TestMergeContended(t *testing.T) {
 }
 
 func TestFlags(t *testing.T) {
-	for _, args := range [][]string{{"-db", "oracle"}, {"-duration", "0s"}, {"-ttl", "1ms"}, {"-held", "1"}, {"extra"}} {
+	for _, args := range [][]string{{"-db", "oracle"}, {"-duration", "0s"}, {"-ttl", "1ms"}, {"-held", "1"}, {"extra"}, {"-idle-keys", "100,1"}, {"-idle-keys", "x"}, {"-soak", "1s", "-soak-every", "2s"}} {
 		if _, err := parseFlags(args, io.Discard); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)
 		}
@@ -60,6 +61,11 @@ func TestFlags(t *testing.T) {
 	cfg, err := parseFlags(nil, io.Discard)
 	if err != nil || len(cfg.dbs) != 2 || cfg.duration != 3*time.Second || cfg.jsonPath != "bench/results/latest.json" || cfg.svgPath != "bench/results/contended.svg" {
 		t.Errorf("defaults: %+v, %v", cfg, err)
+	}
+	// -check shrinks the soak to seconds unless told otherwise.
+	cfg, err = parseFlags([]string{"-check", "-idle-keys", "1,100,1000", "-soak-keys", "7"}, io.Discard)
+	if err != nil || cfg.soak != time.Second || cfg.soakKeys != 7 || !slices.Equal(cfg.idleKeys, []int{1, 100, 1000}) {
+		t.Errorf("-check: soak %v, keys %d, idle keys %v, %v", cfg.soak, cfg.soakKeys, cfg.idleKeys, err)
 	}
 }
 

@@ -54,6 +54,8 @@ type Row struct {
 	Heartbeat    *HeartbeatStat `json:"heartbeat,omitempty"`
 	Idle         *IdleStat      `json:"idle,omitempty"`
 	Held         *HeldStat      `json:"held,omitempty"`
+	Soak         *SoakStat      `json:"soak,omitempty"`
+	Rows         *RowsStat      `json:"table_rows,omitempty"`
 	Fair         *FairStat      `json:"fair,omitempty"`
 }
 
@@ -128,6 +130,11 @@ func (r Row) cells() []string {
 	case r.Held != nil:
 		p50, p99 = "", ""
 		notes = heldNotes(r.Held)
+	case r.Soak != nil:
+		p50 = ""
+		notes = soakNotes(r.Soak)
+	case r.Rows != nil:
+		notes = rowsNotes(r.Rows)
 	case r.Idle != nil:
 		i := r.Idle
 		notes = fmt.Sprintf("keys woken; p50/p99 wake after release; %d waiters on %d keys held elsewhere: CPU while waiting client %.1f%% of a core, server %s; wake max %s",
@@ -141,7 +148,7 @@ func (r Row) cells() []string {
 			notes += fmt.Sprintf("; log flushes per op %.2f", r.FlushesPerOp)
 		}
 	}
-	if r.StmtsPerOp > 0 && r.Heartbeat == nil && r.Idle == nil && r.Held == nil {
+	if r.StmtsPerOp > 0 && r.Heartbeat == nil && r.Idle == nil && r.Held == nil && r.Soak == nil && r.Rows == nil {
 		notes = strings.TrimPrefix(notes+fmt.Sprintf("; %.2f stmts/op", r.StmtsPerOp), "; ")
 	}
 	if r.FirstError != "" {

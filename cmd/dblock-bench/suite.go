@@ -29,7 +29,12 @@ type config struct {
 	rounds      int             // a case and its baseline alternate in this many slices
 	mysqlPID    int             // a local MySQL/MariaDB server's process, for its CPU time; 0: none
 	postgresPID int             // a local PostgreSQL postmaster, for its and its backends' CPU time; 0: none
-	idleKeys    int             // released rows put in the lock table before the cases run
+	idleKeys    []int           // released rows (thousands): the first put in the lock table before the cases run, each measured by table-rows
+	soak        time.Duration   // the soak case's run
+	soakEvery   time.Duration   // its sampling period
+	soakKeys    int             // its keys
+	soakSVGPath string          // its chart
+	rowsSVGPath string          // the table-rows case's chart
 	check       bool            // verify the report after the run (checkReport)
 	cpuProfile  string          // write the client's CPU profile here; "": none
 }
@@ -94,7 +99,11 @@ func cases() []benchCase {
 	cs = append(cs, benchCase{name: "idle-waiters", gs: []int{idleG}, run: idleWaiters})
 	cs = append(cs, benchCase{name: "heartbeat", gs: []int{8}, run: heartbeatCost})
 	// What holding many locks costs, against how many (held.go).
-	return append(cs, benchCase{name: "held-locks", gs: []int{16}, run: heldLocks})
+	cs = append(cs, benchCase{name: "held-locks", gs: []int{16}, run: heldLocks})
+	// Cost as the table ages: a long churn (soak.go), and a table that
+	// many keys have used, then reaped (rows.go).
+	cs = append(cs, benchCase{name: "soak", gs: []int{8}, run: soak})
+	return append(cs, benchCase{name: "table-rows", gs: []int{1}, run: tableRows})
 }
 
 // extraCases are added by files built with optional tags (advisory_cases.go).
@@ -124,6 +133,9 @@ func run(ctx context.Context, cfg config, out io.Writer) (Report, error) {
 	if err := writeHeldSVG(cfg, rep.Rows); err != nil {
 		return rep, err
 	}
+	if err := writeGrowthSVGs(cfg, rep.Rows); err != nil {
+		return rep, err
+	}
 	if cfg.mdPath != "" {
 		if err := writeFile(cfg.mdPath, []byte(markdown(rep.Rows))); err != nil {
 			return rep, err
@@ -133,7 +145,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (Report, error) {
 }
 
 func runTarget(ctx context.Context, cfg config, d dblock.Dialect, out io.Writer) (rows []Row, err error) {
-	t, err := openTarget(ctx, d, cfg.dsns[d], cfg.idleKeys)
+	t, err := openTarget(ctx, d, cfg.dsns[d], cfg.idleKeys[0])
 	if err != nil {
 		return nil, err
 	}
