@@ -110,7 +110,7 @@ step "otel module (go test -race)" bash -c 'cd otel && go test -race -count=1 -t
 step "fault suite" go test -race -count=1 -timeout 20m -v "$@" ./internal/faultsuite/
 out=$(mktemp -d)
 step "bench smoke (dblock-bench -check)" go run ./cmd/dblock-bench -check -db all -duration 200ms -rounds 2 \
-  -ttl 2s -held 200 -intervals 1 -idle-keys 1,2 -json "$out/r.json" -svg "$out/r.svg" -md "$out/r.md" \
+  -ttl 5s -held 200 -intervals 1 -idle-keys 1,2 -json "$out/r.json" -svg "$out/r.svg" -md "$out/r.md" \
   -held-svg "$out/held.svg" -soak-svg "$out/soak.svg" -rows-svg "$out/rows.svg"
 step "peers smoke (bench/peers -check, with servers.sh's etcd, Redis, ZooKeeper)" bash -c 'cd bench/peers && trap "./servers.sh stop" EXIT && ./servers.sh start &&
   GOWORK=off go run . -check -db all -systems all -duration 300ms -rounds 1 -ttl 2s -lease 4s -default-leases=false -handovers 3 -idle 50 -idle-window 500ms -svg "$1/peers.svg"' peers "$out"

@@ -125,12 +125,12 @@ func checkDetails(cfg config, r *Row) []error {
 			fail("%s %s: %d holders beyond the limit", r.DB, r.Case, f.Overlaps)
 		}
 	}
-	// Every cycle of raw statements or of dblock commits twice on MySQL, so
-	// InnoDB flushes its log at most once a commit (and a few data files at
-	// a checkpoint); PostgreSQL's flushes are not read.
+	// MySQL's log flushes are read (InnoDB's counter, the server's: other
+	// clients' commits count too, so no upper bound is checked);
+	// PostgreSQL's are not.
 	switch {
-	case r.DB == string(dblock.MySQL) && (r.Case == "raw" || r.Case == "dblock") && (r.FlushesPerOp <= 0 || r.FlushesPerOp > 3):
-		fail("%s %s g=%d: %v log flushes per op, want 0 < n <= 3", r.DB, r.Case, r.Goroutines, r.FlushesPerOp)
+	case r.DB == string(dblock.MySQL) && (r.Case == "raw" || r.Case == "dblock") && r.FlushesPerOp <= 0:
+		fail("%s %s g=%d: %v log flushes per op, want some read", r.DB, r.Case, r.Goroutines, r.FlushesPerOp)
 	case r.DB == string(dblock.Postgres) && r.FlushesPerOp != 0:
 		fail("%s %s g=%d: %v log flushes per op, want none read", r.DB, r.Case, r.Goroutines, r.FlushesPerOp)
 	}
