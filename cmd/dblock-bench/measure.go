@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -13,6 +14,10 @@ const warmupOps = 10
 
 // maxSamples bounds the latencies kept per worker.
 const maxSamples = 1 << 20
+
+// errSkip, returned by an operation, leaves it out of the measure: not
+// an operation, not an error.
+var errSkip = errors.New("dblock-bench: not counted")
 
 // measured is what loop observed.
 type measured struct {
@@ -44,7 +49,7 @@ func loop(ctx context.Context, g int, d time.Duration, op func(ctx context.Conte
 			defer done.Done()
 			r := &results[w]
 			for range warmupOps {
-				if err := op(ctx, w); err != nil && r.err == nil {
+				if err := op(ctx, w); err != nil && !errors.Is(err, errSkip) && r.err == nil {
 					r.err = err
 				}
 			}
@@ -55,7 +60,11 @@ func loop(ctx context.Context, g int, d time.Duration, op func(ctx context.Conte
 				if !t0.Before(end) {
 					return
 				}
-				if err := op(ctx, w); err != nil {
+				err := op(ctx, w)
+				if errors.Is(err, errSkip) {
+					continue
+				}
+				if err != nil {
 					r.errs++
 					if r.err == nil {
 						r.err = err

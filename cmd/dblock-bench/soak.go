@@ -14,13 +14,14 @@ import (
 	"github.com/dblockhq/dblock"
 )
 
-// The soak case: g goroutines TryLock and Unlock keys drawn from
-// -soak-keys for -soak, beside a contended key that two goroutines take
-// in turn with Lock (one of them always waiting), on a lock table of its
-// own. Every -soak-every it samples the window's acquisitions/s and p99
-// and the table's state: its size with its indexes, PostgreSQL's dead
-// tuples and HOT share of updates, InnoDB's history list length. What a
-// long run does to the table shows as the last window against the first.
+// The soak case: on a lock table of its own that holds a released row
+// for each of -soak-keys keys, g goroutines TryLock and Unlock keys drawn
+// from them for -soak, beside a contended key that two goroutines take
+// in turn with Lock (one of them always waiting). Every -soak-every it
+// samples the window's acquisitions/s and p99 and the table's state: its
+// size with its indexes, PostgreSQL's dead tuples and HOT share of
+// updates, InnoDB's history list length. What a long run does to the
+// table shows as the last window against the first.
 
 // SoakStat describes the soak case.
 type SoakStat struct {
@@ -80,6 +81,17 @@ func soak(ctx context.Context, t *target, cfg config, g int) (Row, error) {
 		return Row{}, err
 	}
 	defer drop()
+	// Every key's row first (released, as the churn leaves it): the
+	// table starts at the size the churn keeps, and what it grows by is
+	// the churn's doing, not keys used for the first time.
+	for from := 0; from < cfg.soakKeys; from += 1000 {
+		if _, err := t.admin.ExecContext(ctx, t.stmt(t.sql.fillLock, table), from); err != nil {
+			return Row{}, fmt.Errorf("filling the soak's keys: %w", err)
+		}
+	}
+	if _, err := t.admin.ExecContext(ctx, t.stmt(t.sql.analyzeLock, table)); err != nil {
+		return Row{}, err
+	}
 	l, closeL, err := tableLocker(t, table, 2*g+4, cfg.ttl)
 	if err != nil {
 		return Row{}, err
@@ -106,7 +118,7 @@ func soak(ctx context.Context, t *target, cfg config, g int) (Row, error) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(w), uint64(t.seed)))
 			for rctx.Err() == nil {
-				key := fmt.Sprintf("soak-%d", rng.IntN(cfg.soakKeys))
+				key := fmt.Sprintf("idle-%d", 1+rng.IntN(cfg.soakKeys)) // fillLock's names
 				t0 := time.Now()
 				lk, err := l.TryLock(rctx, key)
 				if errors.Is(err, dblock.ErrLocked) {
