@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -157,7 +158,7 @@ func xyPanel(b *strings.Builder, x0 int, p panelSpec) {
 		ticks = nil
 		for _, s := range p.ss {
 			for _, x := range s.xs {
-				if indexOfF(ticks, x) < 0 {
+				if slices.Index(ticks, x) < 0 {
 					ticks = append(ticks, x)
 				}
 			}
@@ -166,20 +167,5 @@ func xyPanel(b *strings.Builder, x0 int, p panelSpec) {
 	for _, x := range ticks {
 		fmt.Fprintf(b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", px(x), plotBottom+16, trimFloat(math.Round(x*10)/10))
 	}
-	fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="middle" font-size="11">%s</text>`+"\n", x0+panelW/2, plotBottom+30, html.EscapeString(p.xLabel))
-	fmt.Fprintf(b, `<text x="%d" y="%d" font-size="10" fill="#666">0–%s</text>`+"\n", x0+4, plotTop-4, trimFloat(top))
-	for i, db := range dbs {
-		x := x0 + i*90
-		fmt.Fprintf(b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n",
-			x, plotBottom+38, palette[i%len(palette)], x+14, plotBottom+47, html.EscapeString(db))
-	}
-}
-
-func indexOfF(s []float64, v float64) int {
-	for i, x := range s {
-		if x == v {
-			return i
-		}
-	}
-	return -1
+	panelFooter(b, x0, p.xLabel, top, dbs)
 }

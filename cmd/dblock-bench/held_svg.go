@@ -119,7 +119,13 @@ func linePanel(b *strings.Builder, x0 int, title string, ss []series) {
 			}
 		}
 	}
-	fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="middle" font-size="11">locks held</text>`+"\n", x0+panelW/2, plotBottom+30)
+	panelFooter(b, x0, "locks held", top, dbs)
+}
+
+// panelFooter draws a panel's x-axis label, the top of its y range and the
+// legend of its databases' colours.
+func panelFooter(b *strings.Builder, x0 int, xLabel string, top float64, dbs []string) {
+	fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="middle" font-size="11">%s</text>`+"\n", x0+panelW/2, plotBottom+30, html.EscapeString(xLabel))
 	fmt.Fprintf(b, `<text x="%d" y="%d" font-size="10" fill="#666">0–%s</text>`+"\n", x0+4, plotTop-4, trimFloat(top))
 	for i, db := range dbs {
 		x := x0 + i*90
