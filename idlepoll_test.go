@@ -31,10 +31,16 @@ func TestIdleWaitersPollTogether(t *testing.T) {
 			per, want = 3, 3
 		}
 		s0, r0 := statements.Load(), dblock.IdleRounds(waiter)
+		f0, k0 := dblock.IdleFallbacks(waiter)
 		eventually(t, time.Minute, 2*time.Millisecond, "rounds", func() bool { return dblock.IdleRounds(waiter) >= r0+want })
 		s1, r1 := statements.Load(), dblock.IdleRounds(waiter)
-		if sent, rounds := s1-s0, r1-r0; sent > per*rounds+per {
-			t.Errorf("%d statements in %d rounds of the idle poller, for %d waiters; want at most %d", sent, rounds, n, per*rounds+per)
+		f1, k1 := dblock.IdleFallbacks(waiter)
+		// A waiter's half-lease fallback that no round began after (a
+		// machine so busy that the poller stalled) polls on its own, with
+		// as many statements as a round (TestColdFallbackCovered).
+		polled := (f1 - f0) - (k1 - k0)
+		if sent, rounds, most := s1-s0, r1-r0, per*(r1-r0)+per+per*polled; sent > most {
+			t.Errorf("%d statements in %d rounds of the idle poller and %d fallbacks that polled, for %d waiters; want at most %d", sent, rounds, polled, n, most)
 		}
 		releaseAll(t, ctx, held, got)
 		if c := dblock.ColdWaiters(waiter); c != 0 {
