@@ -132,21 +132,9 @@ func xyPanel(b *strings.Builder, x0 int, p panelSpec) {
 		return float64(x0) + 10 + (x-lo)/(hi-lo)*(panelW-20)
 	}
 	py := func(y float64) float64 { return plotBottom - y/top*float64(plotBottom-plotTop) }
-	var dbs []string
+	dbs := seriesDBs(p.ss)
 	for _, s := range p.ss {
-		dbs = appendNew(dbs, strings.Fields(s.label)[0])
-	}
-	for _, s := range p.ss {
-		colour := palette[indexOf(dbs, strings.Fields(s.label)[0])%len(palette)]
-		var pts []string
-		for i := range s.xs {
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(s.xs[i]), py(s.ys[i])))
-		}
-		dash := ""
-		if s.dashed {
-			dash = ` stroke-dasharray="5,4"`
-		}
-		fmt.Fprintf(b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"%s/>`+"\n", strings.Join(pts, " "), colour, dash)
+		colour := polyline(b, s, dbs, px, py)
 		for i := range s.xs {
 			fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"><title>%s, %s %s: %s</title></circle>`+"\n",
 				px(s.xs[i]), py(s.ys[i]), colour, html.EscapeString(s.label), trimFloat(math.Round(s.xs[i]*100)/100), html.EscapeString(p.xLabel), trimFloat(math.Round(s.ys[i]*100)/100))

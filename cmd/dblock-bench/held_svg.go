@@ -89,21 +89,9 @@ func linePanel(b *strings.Builder, x0 int, title string, ss []series) {
 		return float64(x0) + 30 + (math.Log10(x)-math.Log10(lo))/(math.Log10(hi)-math.Log10(lo))*(panelW-60)
 	}
 	py := func(y float64) float64 { return plotBottom - y/top*float64(plotBottom-plotTop) }
-	var dbs []string
+	dbs := seriesDBs(ss)
 	for _, s := range ss {
-		dbs = appendNew(dbs, strings.Fields(s.label)[0])
-	}
-	for _, s := range ss {
-		colour := palette[indexOf(dbs, strings.Fields(s.label)[0])%len(palette)]
-		var pts []string
-		for i := range s.xs {
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(s.xs[i]), py(s.ys[i])))
-		}
-		dash := ""
-		if s.dashed {
-			dash = ` stroke-dasharray="5,4"`
-		}
-		fmt.Fprintf(b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"%s/>`+"\n", strings.Join(pts, " "), colour, dash)
+		colour := polyline(b, s, dbs, px, py)
 		for i := range s.xs {
 			fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>%s, %.0f held: %s</title></circle>`+"\n",
 				px(s.xs[i]), py(s.ys[i]), colour, html.EscapeString(s.label), s.xs[i], trimFloat(math.Round(s.ys[i]*100)/100))
@@ -141,4 +129,29 @@ func indexOf(s []string, v string) int {
 		}
 	}
 	return 0
+}
+
+// seriesDBs returns the databases the series' labels start with, in order.
+func seriesDBs(ss []series) []string {
+	var dbs []string
+	for _, s := range ss {
+		dbs = appendNew(dbs, strings.Fields(s.label)[0])
+	}
+	return dbs
+}
+
+// polyline draws s as a line in its database's colour, dashed if s says
+// so, and returns the colour.
+func polyline(b *strings.Builder, s series, dbs []string, px, py func(float64) float64) string {
+	colour := palette[indexOf(dbs, strings.Fields(s.label)[0])%len(palette)]
+	var pts []string
+	for i := range s.xs {
+		pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(s.xs[i]), py(s.ys[i])))
+	}
+	dash := ""
+	if s.dashed {
+		dash = ` stroke-dasharray="5,4"`
+	}
+	fmt.Fprintf(b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"%s/>`+"\n", strings.Join(pts, " "), colour, dash)
+	return colour
 }
